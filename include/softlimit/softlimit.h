@@ -1,0 +1,265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * softlimit: hierarchical soft/hard limit accounting for multi-tenant servers.
+ *
+ * A tree of resource groups, lock-light charge/uncharge, hard limits that
+ * hold under any load, soft limits and protections that decide who gives
+ * memory back under pressure, and a reclaim-victim selector that calls back
+ * into the host's allocators.
+ *
+ * Conventions, stated once for every function below:
+ *  - Functions that can fail return int: 0 on success, a negative errno value
+ *    (-EINVAL, -ENOMEM, -EBUSY, -EEXIST, -ENOENT) on failure.  Nothing aborts,
+ *    prints, or wraps a counter on bad input.
+ *  - Amounts are uint64_t units (bytes in most hosts).
+ *  - A group pointer must come from sl_tree_root() or sl_group_create() and
+ *    must not have been destroyed; passing a destroyed group is undefined
+ *    (the library catches the common cases and returns -EINVAL).
+ *  - Memory ordering: a successful sl_charge() or sl_uncharge() happens
+ *    before any sl_group_stats() that a later happens-before edge (a mutex, a
+ *    thread join) orders after it.  Stats read while charges run are a
+ *    consistent-enough snapshot: each counter is read atomically, the set of
+ *    counters is not read at one instant.
+ */
+#ifndef SOFTLIMIT_SOFTLIMIT_H
+#define SOFTLIMIT_SOFTLIMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <softlimit/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SL_BUILDING_LIBRARY) && defined(__GNUC__)
+#define SL_API __attribute__((visibility("default")))
+#else
+#define SL_API
+#endif
+
+typedef struct sl_tree sl_tree;
+typedef struct sl_group sl_group;
+
+/** No limit: the default of high and max. */
+#define SL_UNLIMITED UINT64_MAX
+
+/** The per-thread charge batch that sl_tree_opts_init() and batch = 0 give. */
+#define SL_BATCH_DEFAULT ((uint64_t)32768)
+/** The largest batch a tree accepts (the stock's counters are 22 bits wide). */
+#define SL_BATCH_MAX ((uint64_t)1 << 20)
+/** A batch that means "no per-thread stock": every charge is exact, one atomic per level. */
+#define SL_BATCH_NONE UINT64_MAX
+
+/** Deepest group below the root (the root is at depth 0). */
+#define SL_DEPTH_MAX 64
+/** Longest group name, in bytes, not counting the terminating NUL. */
+#define SL_NAME_MAX 255
+
+enum sl_policy {
+	SL_POLICY_GUARANTEE = 0,  /* soft limit = a guaranteed minimum (the default) */
+	SL_POLICY_GATEKEEPER = 1, /* a parent over its soft limit opens its whole subtree */
+	SL_POLICY_PROTECTION = 2, /* cgroup v2 memory.low: effective, proportional protection */
+};
+
+struct sl_limits {
+	uint64_t min;  /* hard protection: never reclaimed             (default 0)            */
+	uint64_t soft; /* soft limit; 0 = no claim, always reclaimable (default 0)            */
+	uint64_t high; /* throttle threshold                           (default SL_UNLIMITED) */
+	uint64_t max;  /* hard limit                                   (default SL_UNLIMITED) */
+};
+
+struct sl_ops {
+	/* Free up to `target` units charged directly to g (not its children). The host
+	 * frees objects and calls sl_uncharge() for them as it always does; it returns
+	 * the amount it freed. May be called from any thread that calls sl_charge() or
+	 * sl_reclaim(). */
+	uint64_t (*reclaim)(sl_group *g, uint64_t target, void *ctx);
+};
+
+struct sl_tree_opts {
+	enum sl_policy policy;
+	uint64_t batch;        /* per-thread charge batch in units; 0 = library default     */
+	struct sl_limits root; /* limits of the root group: the whole budget                */
+};
+
+/**
+ * sl_limits_init() - fill @lim with the defaults: min 0, soft 0, high and max
+ * SL_UNLIMITED.  A NULL @lim is ignored.  Thread-safe.
+ */
+SL_API void sl_limits_init(struct sl_limits *lim);
+
+/**
+ * sl_tree_opts_init() - fill @opts with the defaults: SL_POLICY_GUARANTEE,
+ * batch SL_BATCH_DEFAULT, default root limits.  A NULL @opts is ignored.
+ */
+SL_API void sl_tree_opts_init(struct sl_tree_opts *opts);
+
+/**
+ * sl_tree_create() - create a tree with its root group.
+ * @opts: policy, batch and root limits; NULL means sl_tree_opts_init()'s.
+ *        batch 0 means SL_BATCH_DEFAULT; SL_BATCH_NONE turns stocks off.
+ * @out:  receives the tree.
+ *
+ * Errors: -EINVAL for a NULL @out, an unknown policy, a batch above
+ * SL_BATCH_MAX (other than SL_BATCH_NONE), or inconsistent root limits
+ * (min or soft above max); -ENOMEM when memory runs out (nothing is leaked).
+ * Thread-safe.  The caller owns the tree and frees it with sl_tree_destroy().
+ */
+SL_API int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out);
+
+/**
+ * sl_tree_destroy() - free the tree and every group in it, whatever they
+ * still hold.  Per-thread stocks of its groups are emptied.  NULL is ignored.
+ * No other call may use the tree or its groups concurrently or afterwards;
+ * other trees are unaffected.
+ */
+SL_API void sl_tree_destroy(sl_tree *t);
+
+/** sl_tree_root() - the root group of @t (NULL for a NULL @t).  Thread-safe. */
+SL_API sl_group *sl_tree_root(sl_tree *t);
+
+/** sl_group_tree() - the tree @g belongs to (NULL for a NULL @g).  Thread-safe. */
+SL_API sl_tree *sl_group_tree(sl_group *g);
+
+/**
+ * sl_tree_policy() - the policy @t was created with (SL_POLICY_GUARANTEE for
+ * a NULL @t).  Thread-safe.
+ */
+SL_API enum sl_policy sl_tree_policy(sl_tree *t);
+
+/**
+ * sl_tree_batch() - the effective per-thread batch of @t: 0 when stocks are
+ * off (SL_BATCH_NONE), else the batch in units.  0 for a NULL @t.
+ */
+SL_API uint64_t sl_tree_batch(sl_tree *t);
+
+/**
+ * sl_group_create() - create a child of @parent.
+ * @name: copied; 1..SL_NAME_MAX bytes, no '/'; unique among @parent's children.
+ * @lim:  its limits; NULL means sl_limits_init()'s.
+ * @ops:  copied; NULL, or a NULL reclaim, means the group holds its charges.
+ * @ctx:  passed back to @ops->reclaim and returned by sl_group_ctx().
+ * @out:  receives the group.
+ *
+ * Errors: -EINVAL for a NULL @parent or @out, a bad name, inconsistent limits
+ * (min or soft above max) or a depth beyond SL_DEPTH_MAX; -EEXIST when a
+ * sibling has that name; -ENOMEM when memory runs out (the tree is as it was).
+ * Thread-safe: groups may be created and destroyed while other threads
+ * charge, uncharge or create elsewhere in the tree.
+ */
+SL_API int sl_group_create(sl_group *parent, const char *name, const struct sl_limits *lim,
+			   const struct sl_ops *ops, void *ctx, sl_group **out);
+
+/**
+ * sl_group_destroy() - destroy a group that has no children and no charges.
+ * Units that per-thread stocks hold for it are given back first.
+ *
+ * Errors: -EINVAL for NULL or the root (the root goes with its tree);
+ * -EBUSY while it has children or charges.  Thread-safe with respect to
+ * other groups; nothing may charge @g concurrently.
+ */
+SL_API int sl_group_destroy(sl_group *g);
+
+/**
+ * sl_group_set_limits() - replace the limits of @g.
+ *
+ * A max below the current usage applies at once: further unforced charges
+ * fail (or reclaim); the usage already there is not taken away by this call.
+ * Errors: -EINVAL for NULL arguments or inconsistent limits (min or soft
+ * above max).  Thread-safe; charges running concurrently see either the old
+ * or the new value of each limit.
+ */
+SL_API int sl_group_set_limits(sl_group *g, const struct sl_limits *lim);
+
+/** sl_group_limits() - copy @g's limits to @out.  -EINVAL for NULL arguments. */
+SL_API int sl_group_limits(sl_group *g, struct sl_limits *out);
+
+/** sl_group_name() - @g's name (the root's is ""); valid while @g lives.  NULL for NULL. */
+SL_API const char *sl_group_name(sl_group *g);
+
+/** sl_group_parent() - @g's parent; NULL for the root or a NULL @g. */
+SL_API sl_group *sl_group_parent(sl_group *g);
+
+/** sl_group_ctx() - the ctx given to sl_group_create() (NULL for the root or a NULL @g). */
+SL_API void *sl_group_ctx(sl_group *g);
+
+enum {
+	SL_NORECLAIM = 1u << 0, /* never reclaim: fail at once (the caller holds locks)  */
+	SL_FORCE = 1u << 1,     /* must succeed: charge past max, and count the event    */
+};
+
+/**
+ * sl_charge() - charge @amount units to @g and every ancestor.
+ *
+ * Succeeds only if no group on the path would pass its max (unless SL_FORCE);
+ * a failed charge leaves every counter as it was.  Most charges are taken
+ * from a per-thread stock pre-charged to the hierarchy and touch no cache
+ * line that another thread writes.  Before failing, the stocks of every
+ * thread holding units of the groups in the way are drained.  An amount of 0
+ * succeeds and does nothing.
+ *
+ * Errors: -EINVAL for a NULL @g, unknown flags, or an amount that would
+ * overflow a counter (with SL_FORCE or without); -ENOMEM when the charge
+ * does not fit under some max (events_max and events_oom count on the group
+ * whose max was hit).
+ * Thread-safe and lock-free on every path but the one that fails at max
+ * (which takes the stock registry's lock to drain other threads' stocks).
+ */
+SL_API int sl_charge(sl_group *g, uint64_t amount, unsigned flags);
+
+/**
+ * sl_uncharge() - return @amount units charged to @g.
+ *
+ * Uncharging more than is charged to @g itself (not its children) is a
+ * caller bug: everything charged to @g is uncharged, and -EINVAL returned.
+ * Units may be uncharged by a thread other than the one that charged them.
+ * Errors: -EINVAL for a NULL @g or an over-uncharge.  Thread-safe, lock-free
+ * except when it must reconcile other threads' stocks to detect an
+ * over-uncharge.
+ */
+SL_API int sl_uncharge(sl_group *g, uint64_t amount);
+
+/**
+ * sl_reclaim() - free up to @target units from @scope's subtree, choosing
+ * victims by the tree's policy; returns the amount usage really fell.
+ */
+SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
+
+struct sl_stats {
+	uint64_t usage;       /* charged by the host to the group and its descendants       */
+	uint64_t stocked;     /* pre-charged into per-thread stocks, not yet handed out     */
+	uint64_t peak;        /* highest usage + stocked seen                               */
+	struct sl_limits limits;
+	uint64_t emin, esoft; /* effective protection right now (what the policy grants)    */
+	uint64_t events_low;  /* reclaimed while within its soft limit / effective protection */
+	uint64_t events_high; /* charges that went past high                                */
+	uint64_t events_max;  /* charges that hit max (failed, reclaimed or forced)         */
+	uint64_t events_oom;  /* charges that failed for good at max                        */
+	uint64_t reclaimed;   /* units freed from this group by its reclaim callback        */
+};
+
+/**
+ * sl_group_stats() - read @g's counters into @out.
+ *
+ * usage is exact when no charge is in flight; stocked is what per-thread
+ * stocks hold for @g's subtree.  Errors: -EINVAL for NULL arguments.
+ * Thread-safe; takes the stock registry's lock briefly to sum the stocks.
+ */
+SL_API int sl_group_stats(sl_group *g, struct sl_stats *out);
+
+/**
+ * sl_version() - the library's version string, "MAJOR.MINOR.PATCH", which
+ * may differ from SL_VERSION_STRING when running against another build.
+ */
+SL_API const char *sl_version(void);
+
+/** sl_version_number() - the library's SL_VERSION_NUMBER at run time. */
+SL_API unsigned sl_version_number(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOFTLIMIT_SOFTLIMIT_H */

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Charging and uncharging: the per-thread fast path, the hierarchical page
+ * counters behind it, and the slow paths that refill stocks, charge exactly,
+ * make room at max and catch over-uncharges.
+ */
+#include "internal.h"
+
+/* How many times a charge at max reclaims and retries before it fails. */
+#define SL__RECLAIM_RETRIES 16
+
+/* This thread is inside a reclaim callback: nested charges never reclaim. */
+_Thread_local unsigned sl__tls_in_reclaim;
+
+/*
+ * Charge amount to g and every ancestor, each level by a CAS that refuses to
+ * pass its max (its high too, when below_high): a counter never passes max,
+ * not even for an instant, unless SL_FORCE.  On failure the levels already
+ * charged are undone and *fail names the group in the way.
+ * Relaxed throughout: each counter is exact by itself, and no other memory
+ * is published through them.
+ */
+int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, bool below_high, sl_group **fail)
+{
+	uint64_t now[SL_DEPTH_MAX + 1];
+	bool force = flags & SL_FORCE;
+	sl_group *p, *q;
+	unsigned i = 0;
+	int rc;
+
+	for (p = g; p; p = p->parent, i++) {
+		uint64_t cur = sl__load(&p->count, SL_RELAXED);
+		uint64_t lim = force ? UINT64_MAX : sl__load(&p->max, SL_RELAXED);
+
+		if (below_high) {
+			uint64_t high = sl__load(&p->high, SL_RELAXED);
+
+			if (high < lim)
+				lim = high;
+		}
+		do {
+			if (cur > UINT64_MAX - amount) {
+				rc = -EINVAL;
+				goto undo;
+			}
+			if (cur + amount > lim) {
+				rc = -ENOMEM;
+				goto undo;
+			}
+		} while (!sl__cas_weak(&p->count, &cur, cur + amount, SL_RELAXED, SL_RELAXED));
+		now[i] = cur + amount;
+	}
+	/* Peaks and events only once the whole charge stands. */
+	for (p = g, i = 0; p; p = p->parent, i++) {
+		sl__max_relaxed(&p->peak, now[i]);
+		if (now[i] > sl__load(&p->high, SL_RELAXED))
+			sl__count(&p->events_high);
+		if (force && now[i] > sl__load(&p->max, SL_RELAXED))
+			sl__count(&p->events_max);
+	}
+	return 0;
+undo:
+	for (q = g; q != p; q = q->parent)
+		sl__fetch_sub(&q->count, amount, SL_RELAXED);
+	if (fail)
+		*fail = p;
+	return rc;
+}
+
+void sl__counter_cancel(sl_group *g, uint64_t amount)
+{
+	for (; g; g = g->parent)
+		sl__fetch_sub(&g->count, amount, SL_RELAXED);
+}
+
+/*
+ * Pre-charge amount + batch to the path and hand amount out of the slot.
+ * Returns 0, or 1 when the batch does not fit under every max and high on
+ * the path: the caller then charges exactly, so a stock never makes a charge
+ * fail (or pass high) that would not without it.
+ */
+static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
+{
+	uint64_t batch = g->tree->batch, extra_local = 0, give_back = 0;
+	struct sl__slot *sl = sl__stock_bind(s, g);
+	uint64_t w;
+
+	if (sl__counter_try(g, amount + batch, 0, true, NULL) != 0)
+		return 1;
+	w = sl__load(&sl->word, SL_RELAXED);
+	for (;;) {
+		uint64_t u = sl__w_units(w) + batch, h = sl__w_ledger(w) + amount, nw;
+
+		give_back = u > sl->cap ? u - sl->cap : 0;
+		u -= give_back;
+		extra_local = h > SL__H_MAX ? h : 0;
+		h -= extra_local;
+		nw = (w & ~SL__UH_MASK) | u | (h << SL__H_SHIFT);
+		/* Release: pairs with a drainer's acquire load of the word, so
+		 * the drainer sees the group these units were charged to. */
+		if (sl__cas_weak(&sl->word, &w, nw, SL_RELEASE, SL_RELAXED))
+			break;
+	}
+	if (extra_local)
+		sl__fetch_add(&g->local, extra_local, SL_RELAXED);
+	if (give_back)
+		sl__counter_cancel(g, give_back);
+	return 0;
+}
+
+static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
+{
+	sl_group *fail = NULL, *first = NULL;
+	bool drained = false;
+	unsigned tries = 0;
+	int rc;
+
+	for (;;) {
+		rc = sl__counter_try(g, amount, flags, false, &fail);
+		if (rc != -ENOMEM)
+			break;
+		if (!first) {
+			first = fail;
+			sl__count(&fail->events_max);
+		}
+		/* Idle units in other threads' stocks come back before anything
+		 * is reclaimed: one thread's stock never fails another's charge. */
+		if (!drained) {
+			drained = true;
+			if (sl__stock_drain(fail, SL__DRAIN_SUBTREE))
+				continue;
+		}
+		if ((flags & SL_NORECLAIM) || sl__tls_in_reclaim || tries++ >= SL__RECLAIM_RETRIES)
+			break;
+		if (!sl__reclaim_for_charge(fail, amount))
+			break;
+	}
+	if (rc == -ENOMEM) {
+		sl__count(&fail->events_oom);
+		return rc;
+	}
+	if (rc == 0)
+		sl__fetch_add(&g->local, amount, SL_RELAXED);
+	return rc;
+}
+
+int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags)
+{
+	struct sl__stock *s;
+
+	if (!sl__group_valid(g) || (flags & ~SL__FLAGS_ALL))
+		return -EINVAL;
+	if (amount == 0)
+		return 0;
+	if (g->tree->batch && amount <= g->tree->batch && (s = sl__stock_get()) &&
+	    stock_refill(s, g, amount) == 0)
+		return 0;
+	return charge_exact(g, amount, flags);
+}
+
+static struct sl__slot *slot_of(struct sl__stock *s, sl_group *g)
+{
+	int i;
+
+	for (i = 0; i < SL__STOCK_SLOTS; i++)
+		if (sl__load(&s->slot[i].group, SL_RELAXED) == g)
+			return &s->slot[i];
+	return NULL;
+}
+
+int sl__uncharge_slow(sl_group *g, uint64_t amount)
+{
+	struct sl__stock *s = sl__tls_stock;
+	struct sl__slot *sl = s ? slot_of(s, g) : NULL;
+	uint64_t left = amount, release = 0;
+	bool folded = false;
+
+	if (!sl__group_valid(g))
+		return -EINVAL;
+	if (amount == 0)
+		return 0;
+	if (sl) {
+		/* What this thread's own ledger covers goes back into its slot,
+		 * as far as the slot's cap allows. */
+		uint64_t w = sl__load(&sl->word, SL_RELAXED), take, keep;
+
+		do {
+			uint64_t u = sl__w_units(w), room = sl->cap > u ? sl->cap - u : 0;
+
+			take = sl__w_ledger(w) < left ? sl__w_ledger(w) : left;
+			keep = take < room ? take : room;
+		} while (take && !sl__cas_weak(&sl->word, &w, w - (take << SL__H_SHIFT) + keep,
+					       SL_RELAXED, SL_RELAXED));
+		left -= take;
+		release += take - keep;
+	}
+	/* The rest must come from the group's local charge; if that is short,
+	 * fold every thread's ledger of g into it once and look again. */
+	for (;;) {
+		uint64_t got = sl__sub_clamped(&g->local, left);
+
+		left -= got;
+		release += got;
+		if (!left || folded)
+			break;
+		sl__stock_drain(g, SL__DRAIN_GROUP);
+		folded = true;
+	}
+	if (release)
+		sl__counter_cancel(g, release);
+	return left ? -EINVAL : 0;
+}
+
+int sl_charge(sl_group *g, uint64_t amount, unsigned flags)
+{
+	struct sl__stock *s = sl__tls_stock;
+	int i;
+
+	if (sl__likely(s && g && !(flags & ~SL__FLAGS_ALL))) {
+		for (i = 0; i < SL__STOCK_SLOTS; i++) {
+			struct sl__slot *sl = &s->slot[i];
+			uint64_t w;
+
+			if (sl__load(&sl->group, SL_RELAXED) != g)
+				continue;
+			w = sl__load(&sl->word, SL_RELAXED);
+			/* Relaxed: the units are already charged to every level;
+			 * moving them from the stock to the host's ledger
+			 * publishes nothing. */
+			while (sl__w_units(w) >= amount && sl__w_ledger(w) + amount <= SL__H_MAX)
+				if (sl__cas_weak(&sl->word, &w, w - amount + (amount << SL__H_SHIFT),
+						 SL_RELAXED, SL_RELAXED))
+					return 0;
+			break;
+		}
+	}
+	return sl__charge_slow(g, amount, flags);
+}
+
+int sl_uncharge(sl_group *g, uint64_t amount)
+{
+	struct sl__stock *s = sl__tls_stock;
+	int i;
+
+	if (sl__likely(s && g)) {
+		for (i = 0; i < SL__STOCK_SLOTS; i++) {
+			struct sl__slot *sl = &s->slot[i];
+			uint64_t w;
+
+			if (sl__load(&sl->group, SL_RELAXED) != g)
+				continue;
+			w = sl__load(&sl->word, SL_RELAXED);
+			/* Only what this slot's ledger covers: an over-uncharge
+			 * always reaches the slow path, which catches it. */
+			while (sl__w_ledger(w) >= amount && sl__w_units(w) + amount <= sl->cap)
+				if (sl__cas_weak(&sl->word, &w, w + amount - (amount << SL__H_SHIFT),
+						 SL_RELAXED, SL_RELAXED))
+					return 0;
+			break;
+		}
+	}
+	return sl__uncharge_slow(g, amount);
+}
