@@ -53,8 +53,11 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, bool below_hig
 	/* Peaks and events only once the whole charge stands. */
 	for (p = g, i = 0; p; p = p->parent, i++) {
 		sl__max_relaxed(&p->peak, now[i]);
-		if (now[i] > sl__load(&p->high, SL_RELAXED))
+		sl__over_check(p, now[i]);
+		if (now[i] > sl__load(&p->high, SL_RELAXED)) {
 			sl__count(&p->events_high);
+			sl__high_note();
+		}
 		if (force && now[i] > sl__load(&p->max, SL_RELAXED))
 			sl__count(&p->events_max);
 	}
@@ -111,7 +114,7 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 {
 	sl_group *fail = NULL, *first = NULL;
-	bool drained = false;
+	bool drained = false, oom_asked = false;
 	unsigned tries = 0;
 	int rc;
 
@@ -130,10 +133,15 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 			if (sl__stock_drain(fail, SL__DRAIN_SUBTREE))
 				continue;
 		}
-		if ((flags & SL_NORECLAIM) || sl__tls_in_reclaim || tries++ >= SL__RECLAIM_RETRIES)
+		if ((flags & SL_NORECLAIM) || sl__tls_in_reclaim || sl__tls_reclaim_owner)
 			break;
-		if (!sl__reclaim_for_charge(fail, amount))
+		if (tries++ < SL__RECLAIM_RETRIES && sl__reclaim_for_charge(fail, amount))
+			continue;
+		/* Reclaim could not make room: the host's OOM handler may drop
+		 * something and ask for one more try. */
+		if (oom_asked || !sl__oom(fail, amount))
 			break;
+		oom_asked = true;
 	}
 	if (rc == -ENOMEM) {
 		sl__count(&fail->events_oom);

@@ -65,10 +65,11 @@ struct sl_group {
 	uint32_t depth;           /* root is 0 */
 	uint32_t nr_children;
 	uint32_t name_len;
-	sl_atomic64 emin;         /* effective protection as of the last reclaim */
+	sl_atomic64 emin;         /* effective protection, as the last reclaim computed it */
 	sl_atomic64 esoft;
-	uint64_t rs_usage;        /* reclaim's per-call scratch, under tree->reclaim_lock */
-	uint64_t rs_aux;
+	_Atomic(sl_group *) over_next; /* the tree's index of groups over their soft limit */
+	sl_atomic32 over_flag;    /* 1 while in that index */
+	uint32_t low_seq;         /* last reclaim that counted a low event here (reclaim_lock) */
 
 	/* ---- the name, copied, NUL-terminated ---- */
 	char name[];
@@ -76,7 +77,13 @@ struct sl_group {
 
 struct sl_tree {
 	pthread_mutex_t lock;     /* topology: create, destroy, the name hash */
-	pthread_mutex_t reclaim_lock; /* serialises victim selection (never held across a callback) */
+	/* Serialises reclaims of the tree, callbacks included, and group
+	 * destroy against them.  Lock order: reclaim_lock, then lock. */
+	pthread_mutex_t reclaim_lock;
+	_Atomic(sl_group *) over_head; /* groups that went over their soft limit: pushed lock-free */
+	uint32_t reclaim_seq;     /* under reclaim_lock */
+	sl_oom_fn oom_fn;         /* under lock */
+	void *oom_ctx;
 	enum sl_policy policy;
 	uint64_t batch;           /* 0 = no stocks */
 	sl_group *root;
@@ -140,6 +147,7 @@ struct sl__stock *sl__stock_get(void);
 uint64_t sl__stock_drain(sl_group *target, enum sl__drain_mode mode);
 uint64_t sl__stock_units(sl_group *g);
 void sl__stock_quiesce(void);
+uint64_t sl__stock_my_ledger(sl_group *g);
 struct sl__slot *sl__stock_bind(struct sl__stock *s, sl_group *g);
 void sl__slot_flush(sl_group *g, uint64_t units, uint64_t ledger);
 
@@ -154,8 +162,23 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount);
 bool sl__group_valid(const sl_group *g);
 bool sl__limits_valid(const struct sl_limits *lim);
 bool sl__is_ancestor(const sl_group *anc, const sl_group *g);
+sl_group *sl__child_find(sl_group *parent, const char *name, size_t len);
 
 /* reclaim.c */
+extern _Thread_local unsigned sl__tls_reclaim_owner;
 uint64_t sl__reclaim_for_charge(sl_group *at, uint64_t need);
+bool sl__oom(sl_group *at, uint64_t need);
+void sl__over_push(sl_group *g);
+void sl__over_forget(sl_group *g);
+void sl__high_note(void);
+int sl__shrink_to_max(sl_group *g);
+void sl__effective(sl_group *g, uint64_t *emin, uint64_t *esoft);
+
+/* Push g into its tree's over-soft index unless it is there already. */
+static inline void sl__over_check(sl_group *g, uint64_t count)
+{
+	if (count > sl__load(&g->soft, SL_RELAXED) && !sl__load(&g->over_flag, SL_RELAXED))
+		sl__over_push(g);
+}
 
 #endif /* SL_INTERNAL_H */

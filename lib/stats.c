@@ -20,8 +20,7 @@ int sl_group_stats(sl_group *g, struct sl_stats *out)
 	out->stocked = stocked;
 	out->peak = sl__load(&g->peak, SL_RELAXED);
 	sl_group_limits(g, &out->limits);
-	out->emin = sl__load(&g->emin, SL_RELAXED);
-	out->esoft = sl__load(&g->esoft, SL_RELAXED);
+	sl__effective(g, &out->emin, &out->esoft);
 	out->events_low = sl__load(&g->events_low, SL_RELAXED);
 	out->events_high = sl__load(&g->events_high, SL_RELAXED);
 	out->events_max = sl__load(&g->events_max, SL_RELAXED);

@@ -256,3 +256,18 @@ uint64_t sl__stock_units(sl_group *g)
 	pthread_mutex_unlock(&registry_lock);
 	return sum;
 }
+
+/* The ledger of the calling thread's slot for g: what this thread handed to
+ * the host for g and has not yet folded into g's local charge. */
+uint64_t sl__stock_my_ledger(sl_group *g)
+{
+	struct sl__stock *s = tls_stock;
+	int i;
+
+	if (!s)
+		return 0;
+	for (i = 0; i < SL__STOCK_SLOTS; i++)
+		if (sl__load(&s->slot[i].group, SL_RELAXED) == g)
+			return sl__w_ledger(sl__load(&s->slot[i].word, SL_RELAXED));
+	return 0;
+}

@@ -103,6 +103,12 @@ static sl_group *hash_find(sl_tree *t, const sl_group *parent, const char *name,
 	return NULL;
 }
 
+/* Caller holds the tree's lock. */
+sl_group *sl__child_find(sl_group *parent, const char *name, size_t len)
+{
+	return hash_find(parent->tree, parent, name, len);
+}
+
 static void hash_insert(sl_tree *t, sl_group *g)
 {
 	size_t b = name_hash(g->parent, g->name, g->name_len) & t->hash_mask;
@@ -319,7 +325,12 @@ int sl_group_destroy(sl_group *g)
 
 	if (!sl__group_valid(g) || !g->parent)
 		return -EINVAL;
+	/* A reclaim holds pointers to groups while its callbacks run; one of
+	 * those callbacks must not free them under it. */
+	if (sl__tls_reclaim_owner)
+		return -EBUSY;
 	t = g->tree;
+	pthread_mutex_lock(&t->reclaim_lock);
 	pthread_mutex_lock(&t->lock);
 	if (g->nr_children) {
 		rc = -EBUSY;
@@ -342,9 +353,11 @@ int sl_group_destroy(sl_group *g)
 	g->parent->nr_children--;
 	hash_remove(t, g);
 	t->nr_groups--;
+	sl__over_forget(g);
 	g->magic = SL__GROUP_DEAD;
 out:
 	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&t->reclaim_lock);
 	if (rc == 0)
 		free(g);
 	return rc;
@@ -355,7 +368,9 @@ int sl_group_set_limits(sl_group *g, const struct sl_limits *lim)
 	if (!sl__group_valid(g) || !lim || !sl__limits_valid(lim))
 		return -EINVAL;
 	store_limits(g, lim);
-	return 0;
+	/* A lower soft limit may put the group over it: index it now. */
+	sl__over_check(g, sl__load(&g->count, SL_RELAXED));
+	return sl__shrink_to_max(g);
 }
 
 int sl_group_limits(sl_group *g, struct sl_limits *out)

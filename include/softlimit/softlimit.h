@@ -165,11 +165,16 @@ SL_API int sl_group_destroy(sl_group *g);
 /**
  * sl_group_set_limits() - replace the limits of @g.
  *
- * A max below the current usage applies at once: further unforced charges
- * fail (or reclaim); the usage already there is not taken away by this call.
+ * The new limits are in force when the call returns.  A max below the
+ * current usage applies at once (further unforced charges fail or reclaim)
+ * and the call reclaims from @g's subtree toward it; soft and min changes
+ * take effect on the next reclaim.
  * Errors: -EINVAL for NULL arguments or inconsistent limits (min or soft
- * above max).  Thread-safe; charges running concurrently see either the old
- * or the new value of each limit.
+ * above max; nothing changes); -EBUSY when the new limits are in force but
+ * usage is still above the new max after reclaim (always so when called
+ * from inside a reclaim callback, which does not reclaim).
+ * Thread-safe; charges running concurrently see either the old or the new
+ * value of each limit.  May call reclaim callbacks, as sl_reclaim().
  */
 SL_API int sl_group_set_limits(sl_group *g, const struct sl_limits *lim);
 
@@ -223,9 +228,112 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
 
 /**
  * sl_reclaim() - free up to @target units from @scope's subtree, choosing
- * victims by the tree's policy; returns the amount usage really fell.
+ * victims by the tree's policy (see README, "Soft-limit policies").
+ * @flags: 0 (no flags are defined yet; others make the call return 0).
+ *
+ * Stocks of the subtree are drained first.  Pass 1 reclaims only from the
+ * groups the policy makes eligible, never below what the policy grants
+ * them; pass 2, if pass 1 freed too little, reclaims from every group in
+ * proportion to what it holds above its min.  min is never reclaimed (the
+ * scope's own soft limit and protection do not shield it from its own
+ * reclaim).  A callback is never asked for more than what remains of
+ * @target; what it returns is believed only as far as the group's usage
+ * really fell.
+ *
+ * Returns the units usage really fell by (0 for bad arguments, or when
+ * called from inside a reclaim callback or OOM handler: reclaim does not
+ * nest).  Thread-safe: reclaims of one tree run one at a time (concurrent
+ * calls wait), while charges and uncharges go on without a lock.
+ * Callbacks run in the calling thread, with no lock held that charging,
+ * uncharging, stats or group creation take; inside a callback charges never
+ * reclaim (they fail at max instead) and sl_group_destroy() returns -EBUSY.
+ * A callback must not wait for another thread that is itself reclaiming
+ * this tree (or charging it without SL_NORECLAIM).
  */
 SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
+
+/**
+ * sl_oom_fn - the tree's OOM handler: called when a charge of @need units
+ * still does not fit under @at's max after reclaim.  It may free memory (drop
+ * a tenant: uncharge, destroy groups) and returns nonzero to have the charge
+ * tried once more, 0 to let it fail with -ENOMEM.  It runs in the charging
+ * thread with no library lock held; charges made inside it never reclaim.
+ */
+typedef int (*sl_oom_fn)(sl_group *at, uint64_t need, void *ctx);
+
+/**
+ * sl_tree_set_oom_handler() - install @fn (NULL removes it) with @ctx.
+ * Errors: -EINVAL for a NULL @t.  Thread-safe; a charge already at max may
+ * still call the previous handler.
+ */
+SL_API int sl_tree_set_oom_handler(sl_tree *t, sl_oom_fn fn, void *ctx);
+
+/**
+ * sl_high_pending() - nonzero when a charge made by the calling thread went
+ * past some group's high since the thread last called
+ * sl_handle_over_high().  Per-thread, lock-free, cheap: meant to be checked
+ * on the way out of a request, as the kernel checks on return to user.
+ */
+SL_API int sl_high_pending(void);
+
+/**
+ * sl_handle_over_high() - the safe point for high: for every group on @g's
+ * path (g, its parent, ... the root) whose usage is above its high, reclaim
+ * it back to its high.  Call it outside the host's own locks.  Clears the
+ * thread's pending flag.  Returns the units freed (0 for a NULL @g, or
+ * inside a callback).  Thread-safety and callbacks as sl_reclaim().
+ */
+SL_API uint64_t sl_handle_over_high(sl_group *g);
+
+/**
+ * sl_walk_fn - visited by sl_group_walk() for each group, parents before
+ * children; @depth is relative to the walk's scope (0 for the scope).
+ * Return 0 to go on, anything else to stop the walk with that value.
+ */
+typedef int (*sl_walk_fn)(sl_group *g, unsigned depth, void *arg);
+
+/**
+ * sl_group_walk() - visit @scope and every descendant, in pre-order.
+ * Returns 0, the first nonzero value @fn returned, or -EINVAL for NULL
+ * arguments.  Holds the tree's topology lock throughout: @fn may charge,
+ * uncharge, read stats and limits and set limits, but must not create or
+ * destroy groups of this tree, nor reclaim it.
+ */
+SL_API int sl_group_walk(sl_group *scope, sl_walk_fn fn, void *arg);
+
+/**
+ * sl_group_lookup() - find the group at @path below @scope: names separated
+ * by '/', e.g. "a/b/c"; "" is @scope itself.  Errors: -EINVAL for NULL
+ * arguments or an empty component ("a//b", "/a"); -ENOENT when no such
+ * group exists.  Thread-safe.
+ */
+SL_API int sl_group_lookup(sl_group *scope, const char *path, sl_group **out);
+
+/**
+ * sl_group_path() - write @g's path from the root ("a/b/c"; "" for the root)
+ * into @buf of @size bytes, NUL-terminated.  Returns 0, -EINVAL for NULL
+ * arguments, or -ENOSPC when it does not fit (@buf then holds a truncated,
+ * terminated path).  Thread-safe.
+ */
+SL_API int sl_group_path(sl_group *g, char *buf, size_t size);
+
+enum sl_dump_format {
+	SL_DUMP_TEXT = 0, /* one aligned line per group, indented by depth */
+	SL_DUMP_JSON = 1, /* one JSON object: {"groups":[{"path":..., "usage":..., ...}, ...]} */
+};
+
+/**
+ * sl_group_dump() - write the stats of @scope's subtree into @buf (@size
+ * bytes, always NUL-terminated when @size > 0): usage, stocked, peak,
+ * limits, effective protection, events and reclaimed of each group.
+ * @needed: if not NULL, receives the full length (without the NUL).
+ * Returns 0, -EINVAL for a NULL @scope, unknown @format or NULL @buf with a
+ * nonzero @size, -ENOSPC when the output was truncated (call again with
+ * *needed + 1 bytes), -ENOMEM when memory runs out.  Thread-safe; a group
+ * created or destroyed during the dump may or may not appear.
+ */
+SL_API int sl_group_dump(sl_group *scope, enum sl_dump_format format, char *buf, size_t size,
+			 size_t *needed);
 
 struct sl_stats {
 	uint64_t usage;       /* charged by the host to the group and its descendants       */
