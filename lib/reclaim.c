@@ -367,7 +367,8 @@ static uint64_t proportional(struct rc *rc, sl_group *top, uint64_t amount, bool
 
 struct cand {
 	sl_group *g;
-	bool done; /* freed nothing when asked, or not over any more */
+	uint64_t key; /* excess when last looked at; only ever falls */
+	bool done;    /* dealt with, freed nothing when asked, or not over any more */
 };
 
 /* Take the whole index (we are its only consumer while holding
@@ -505,14 +506,72 @@ static uint64_t guarantee_shrink(struct rc *rc, struct cand *cs, size_t n, struc
 	return got;
 }
 
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct cand *a = pa, *b = pb;
+
+	return a->key < b->key ? 1 : a->key > b->key ? -1 : 0;
+}
+
+/*
+ * The next candidate, largest excess first.  Keys are sorted once; a key
+ * that has gone stale (a shrink of an ancestor took from it) is refreshed
+ * when its turn comes and the candidate moves back to its new place, so the
+ * whole pass costs O(k log k) for k candidates, not a scan per pick.
+ */
+static struct cand *next_cand(struct cand *c, size_t n, size_t *pos, uint64_t *excess)
+{
+	while (*pos < n) {
+		struct cand *x = &c[*pos];
+		uint64_t e;
+		size_t j;
+
+		if (x->done) {
+			(*pos)++;
+			continue;
+		}
+		e = excess_of(x->g);
+		if (!e) {
+			x->done = true;
+			(*pos)++;
+			continue;
+		}
+		if (*pos + 1 < n && e < c[*pos + 1].key) {
+			struct cand tmp = *x;
+
+			tmp.key = e;
+			for (j = *pos; j + 1 < n && c[j + 1].key > e; j++)
+				c[j] = c[j + 1];
+			c[j] = tmp;
+			continue;
+		}
+		x->key = e;
+		*excess = e;
+		(*pos)++;
+		return x;
+	}
+	return NULL;
+}
+
+static void sort_cands(struct cand *c, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		c[i].key = excess_of(c[i].g);
+	qsort(c, n, sizeof(*c), cand_cmp);
+}
+
 static void pass1_guarantee(struct rc *rc, struct cand *c, size_t n)
 {
-	struct cand *best;
+	struct cand *x;
+	size_t pos = 0;
 	uint64_t e;
 
-	while (rc->freed < rc->target && (best = largest(c, n, NULL, &e))) {
-		if (!guarantee_shrink(rc, c, n, best, min_u64(e, rc->target - rc->freed)))
-			best->done = true;
+	sort_cands(c, n);
+	while (rc->freed < rc->target && (x = next_cand(c, n, &pos, &e))) {
+		guarantee_shrink(rc, c, n, x, min_u64(e, rc->target - rc->freed));
+		x->done = true;
 	}
 }
 
@@ -536,35 +595,21 @@ static bool inside_gate(struct rc *rc, sl_group *g)
 
 static void pass1_gatekeeper(struct rc *rc, struct cand *c, size_t n)
 {
-	while (rc->freed < rc->target) {
-		struct cand *best = NULL;
-		uint64_t be = 0, got;
-		size_t i;
+	struct cand *x;
+	size_t pos = 0;
+	uint64_t e;
 
-		for (i = 0; i < n; i++) {
-			uint64_t e;
-
-			if (c[i].done || inside_gate(rc, c[i].g))
-				continue;
-			e = excess_of(c[i].g);
-			if (!e) {
-				c[i].done = true;
-				continue;
-			}
-			if (e > be) {
-				be = e;
-				best = &c[i];
-			}
-		}
-		if (!best)
-			break;
-		be = min_u64(be, rc->target - rc->freed);
-		if (soft_of(best->g))
-			got = proportional(rc, best->g, be, true); /* the opened gate */
+	sort_cands(c, n);
+	while (rc->freed < rc->target && (x = next_cand(c, n, &pos, &e))) {
+		/* Inside an opened gate: the gate's proportional cut covers it. */
+		if (inside_gate(rc, x->g))
+			continue;
+		e = min_u64(e, rc->target - rc->freed);
+		if (soft_of(x->g))
+			proportional(rc, x->g, e, true); /* open the gate */
 		else
-			got = reclaim_group(rc, best->g, be, 0);
-		if (!got)
-			best->done = true;
+			reclaim_group(rc, x->g, e, 0);
+		x->done = true;
 	}
 }
 
