@@ -58,8 +58,6 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, bool below_hig
 			sl__count(&p->events_high);
 			sl__high_note();
 		}
-		if (force && now[i] > sl__load(&p->max, SL_RELAXED))
-			sl__count(&p->events_max);
 	}
 	return 0;
 undo:
@@ -111,41 +109,55 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	return 0;
 }
 
+/*
+ * Charge exactly amount, making room when it does not fit: other threads'
+ * idle stock units first (a charge that fits once they are back has not hit
+ * max), then reclaim, then the host's OOM handler; SL_FORCE then charges
+ * past max.  One max event per charge that hit max, on the group in the way.
+ */
 static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 {
-	sl_group *fail = NULL, *first = NULL;
-	bool drained = false, oom_asked = false;
+	bool drained = false, hit = false, oom_asked = false;
+	bool may_reclaim = !(flags & SL_NORECLAIM) && !sl__tls_in_reclaim && !sl__tls_reclaim_owner;
+	sl_group *fail = NULL;
 	unsigned tries = 0;
 	int rc;
 
 	for (;;) {
-		rc = sl__counter_try(g, amount, flags, false, &fail);
+		rc = sl__counter_try(g, amount, 0, false, &fail);
 		if (rc != -ENOMEM)
 			break;
-		if (!first) {
-			first = fail;
-			sl__count(&fail->events_max);
-		}
-		/* Idle units in other threads' stocks come back before anything
-		 * is reclaimed: one thread's stock never fails another's charge. */
 		if (!drained) {
 			drained = true;
 			if (sl__stock_drain(fail, SL__DRAIN_SUBTREE))
 				continue;
 		}
-		if ((flags & SL_NORECLAIM) || sl__tls_in_reclaim || sl__tls_reclaim_owner)
+		if (!hit) {
+			hit = true;
+			sl__count(&fail->events_max);
+		}
+		if (!may_reclaim)
 			break;
-		if (tries++ < SL__RECLAIM_RETRIES && sl__reclaim_for_charge(fail, amount))
-			continue;
+		if (tries < SL__RECLAIM_RETRIES) {
+			tries++;
+			if (sl__reclaim_for_charge(fail, amount))
+				continue;
+		}
 		/* Reclaim could not make room: the host's OOM handler may drop
 		 * something and ask for one more try. */
-		if (oom_asked || !sl__oom(fail, amount))
+		if (oom_asked)
 			break;
 		oom_asked = true;
+		if (!sl__oom(fail, amount))
+			break;
 	}
 	if (rc == -ENOMEM) {
-		sl__count(&fail->events_oom);
-		return rc;
+		if (!(flags & SL_FORCE)) {
+			sl__count(&fail->events_oom);
+			return rc;
+		}
+		/* Fails only if a counter would overflow. */
+		rc = sl__counter_try(g, amount, SL_FORCE, false, NULL);
 	}
 	if (rc == 0)
 		sl__fetch_add(&g->local, amount, SL_RELAXED);

@@ -123,8 +123,25 @@ static uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c)
 }
 
 /*
+ * How far g's own charges may fall before g or an ancestor below the scope
+ * would go under its min.  PROTECTION does not use it: there the effective
+ * min, already capped by the parents, is the floor.
+ */
+static uint64_t min_headroom(struct rc *rc, sl_group *g)
+{
+	uint64_t room = UINT64_MAX;
+
+	for (; g && g != rc->scope; g = g->parent) {
+		uint64_t usage = usage_of(g), min = sl__load(&g->min, SL_RELAXED);
+
+		room = min_u64(room, usage > min ? usage - min : 0);
+	}
+	return room;
+}
+
+/*
  * Ask g's callback for up to want units (never more than what remains of
- * the target).  Returns what the callback freed, as far as g's own charge
+ * the target, never into a min).  Returns what the callback freed, as far as g's own charge
  * really fell.  within: g counts a low event if its usage is at or below it.
  */
 static uint64_t reclaim_group(struct rc *rc, sl_group *g, uint64_t want, uint64_t within)
@@ -133,6 +150,10 @@ static uint64_t reclaim_group(struct rc *rc, sl_group *g, uint64_t want, uint64_
 
 	want = min_u64(want, rc->target - rc->freed);
 	if (!g->reclaim_fn || !want)
+		return 0;
+	if (rc->t->policy != SL_POLICY_PROTECTION)
+		want = min_u64(want, min_headroom(rc, g));
+	if (!want)
 		return 0;
 	usage = usage_of(g);
 	before = own_of(g);
