@@ -271,3 +271,24 @@ uint64_t sl__stock_my_ledger(sl_group *g)
 			return sl__w_ledger(sl__load(&s->slot[i].word, SL_RELAXED));
 	return 0;
 }
+
+/* Units and ledgers that stocks hold for g itself (not its descendants). */
+void sl__stock_sum(sl_group *g, uint64_t *units, uint64_t *ledger)
+{
+	struct sl__stock *s;
+	int i;
+
+	*units = *ledger = 0;
+	pthread_mutex_lock(&registry_lock);
+	for (s = registry; s; s = s->next) {
+		for (i = 0; i < SL__STOCK_SLOTS; i++) {
+			uint64_t w = sl__load(&s->slot[i].word, SL_ACQUIRE);
+
+			if ((w & SL__UH_MASK) && sl__load(&s->slot[i].group, SL_ACQUIRE) == g) {
+				*units += sl__w_units(w);
+				*ledger += sl__w_ledger(w);
+			}
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+}

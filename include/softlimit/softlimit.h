@@ -193,6 +193,8 @@ SL_API void *sl_group_ctx(sl_group *g);
 enum {
 	SL_NORECLAIM = 1u << 0, /* never reclaim: fail at once (the caller holds locks)  */
 	SL_FORCE = 1u << 1,     /* must succeed: charge past max, and count the event    */
+	/* SL_FORCE still makes room first as usual (stocks, then reclaim unless
+	 * SL_NORECLAIM); only what does not fit then goes past max. */
 };
 
 /**
@@ -356,6 +358,18 @@ struct sl_stats {
  * Thread-safe; takes the stock registry's lock briefly to sum the stocks.
  */
 SL_API int sl_group_stats(sl_group *g, struct sl_stats *out);
+
+/**
+ * sl_tree_check() - check the invariants of a quiescent tree, the slow and
+ * obvious way: at every group, usage + stocked equals the host's own charge
+ * plus what stocks hold plus the children's; peak is at least that; the
+ * links, child counts and the name index agree.  For tests, fuzzers and debug endpoints.
+ *
+ * Returns 0, -EINVAL for NULL, -EIO when an invariant does not hold.  The
+ * tree must be quiet (no charge in flight) for the answer to mean anything;
+ * takes the topology and stock registry locks.
+ */
+SL_API int sl_tree_check(sl_tree *t);
 
 /**
  * sl_version() - the library's version string, "MAJOR.MINOR.PATCH", which
