@@ -117,9 +117,9 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
  */
 static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 {
-	bool drained = false, hit = false, oom_asked = false;
+	bool hit = false, oom_asked = false;
 	bool may_reclaim = !(flags & SL_NORECLAIM) && !sl__tls_in_reclaim && !sl__tls_reclaim_owner;
-	sl_group *fail = NULL;
+	sl_group *fail = NULL, *drained = NULL;
 	unsigned tries = 0;
 	int rc;
 
@@ -127,10 +127,14 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 		rc = sl__counter_try(g, amount, 0, false, &fail);
 		if (rc != -ENOMEM)
 			break;
-		if (!drained) {
-			drained = true;
-			if (sl__stock_drain(fail, SL__DRAIN_SUBTREE))
-				continue;
+		/* Each drain covers a larger subtree than the last (the group
+		 * in the way can only move up), so this ends within the depth. */
+		if (!drained || !sl__is_ancestor(fail, drained) || fail == drained) {
+			if (drained != fail) {
+				drained = fail;
+				if (sl__stock_drain(fail, SL__DRAIN_SUBTREE))
+					continue;
+			}
 		}
 		if (!hit) {
 			hit = true;

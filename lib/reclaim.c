@@ -799,7 +799,9 @@ uint64_t sl__reclaim_for_charge(sl_group *at, uint64_t need)
 	if (sl__tls_in_reclaim || sl__tls_reclaim_owner)
 		return 0;
 	lock_reclaim(at->tree);
-	/* Another reclaim may have made room while we waited. */
+	/* Another reclaim may have made room while we waited; idle stock
+	 * units are not usage either. */
+	sl__stock_drain(at, SL__DRAIN_SUBTREE);
 	count = usage_of(at);
 	max = sl__load(&at->max, SL_RELAXED);
 	if (max >= need && count <= max - need) {
