@@ -127,14 +127,13 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 		rc = sl__counter_try(g, amount, 0, false, &fail);
 		if (rc != -ENOMEM)
 			break;
-		/* Each drain covers a larger subtree than the last (the group
-		 * in the way can only move up), so this ends within the depth. */
-		if (!drained || !sl__is_ancestor(fail, drained) || fail == drained) {
-			if (drained != fail) {
-				drained = fail;
-				if (sl__stock_drain(fail, SL__DRAIN_SUBTREE))
-					continue;
-			}
+		/* Drain the stocks under the group in the way unless a drain
+		 * already covered it; each new drain covers a strictly larger
+		 * subtree, so there are at most depth + 1 of them. */
+		if (!drained || !sl__is_ancestor(drained, fail)) {
+			drained = fail;
+			if (sl__stock_drain(fail, SL__DRAIN_SUBTREE))
+				continue;
 		}
 		if (!hit) {
 			hit = true;

@@ -132,8 +132,14 @@ static uint64_t min_headroom(struct rc *rc, sl_group *g)
 	uint64_t room = UINT64_MAX;
 
 	for (; g && g != rc->scope; g = g->parent) {
-		uint64_t usage = usage_of(g), min = sl__load(&g->min, SL_RELAXED);
+		uint64_t min = sl__load(&g->min, SL_RELAXED), usage;
 
+		if (!min)
+			continue;
+		/* Real usage: units that stocks refilled since the drain (a
+		 * callback's own charges, other threads) are not usage. */
+		usage = usage_of(g);
+		usage -= min_u64(usage, rc->t->batch ? sl__stock_units(g) : 0);
 		room = min_u64(room, usage > min ? usage - min : 0);
 	}
 	return room;
@@ -523,7 +529,7 @@ static uint64_t guarantee_shrink(struct rc *rc, struct cand *cs, size_t n, struc
 		got += step;
 	}
 	if (!any_over && got < need && rc->freed < rc->target)
-		got += proportional(rc, g, need - got, true);
+		got += proportional(rc, g, need - got, g == rc->scope);
 	return got;
 }
 
@@ -627,7 +633,7 @@ static void pass1_gatekeeper(struct rc *rc, struct cand *c, size_t n)
 			continue;
 		e = min_u64(e, rc->target - rc->freed);
 		if (soft_of(x->g))
-			proportional(rc, x->g, e, true); /* open the gate */
+			proportional(rc, x->g, e, false); /* open the gate */
 		else
 			reclaim_group(rc, x->g, e, 0);
 		x->done = true;

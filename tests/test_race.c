@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Groups created and destroyed while other threads charge: the header says
+ * sl_group_create() and sl_group_destroy() are thread-safe against charges,
+ * uncharges and creates elsewhere in the tree.  Runs for a bounded time
+ * (SL_RACE_SECONDS per batch setting, default 0.5).
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "helpers.h"
+
+#define CHARGERS 3
+#define LEAVES 2
+
+struct race {
+	sl_group *root, *p;
+	sl_group *own[CHARGERS];
+	sl_group *leaf[CHARGERS][LEAVES];
+	double until;
+	atomic_ulong charger_ops, churn_cycles, shared_wins, shared_eexist;
+};
+
+struct charger_arg {
+	struct race *r;
+	int id;
+};
+
+static void *charger(void *arg)
+{
+	struct charger_arg *a = arg;
+	struct race *r = a->r;
+	uint64_t rng = 0x1234567u + (uint64_t)a->id * 7919u;
+	uint64_t held[LEAVES + 1] = { 0 };
+	unsigned long ops = 0;
+	int k;
+
+	while (now_seconds() < r->until) {
+		for (k = 0; k < 64; k++) {
+			int slot = (int)rng_range(&rng, 0, LEAVES);
+			sl_group *g = slot == LEAVES ? r->own[a->id] : r->leaf[a->id][slot];
+
+			if (held[slot] < 100000 && rng_range(&rng, 0, 1)) {
+				uint64_t amount = rng_range(&rng, 1, 5000);
+				int rc = sl_charge(g, amount, 0);
+
+				T_CHECK(rc == 0, "charger %d: charge %" PRIu64 ": %d", a->id, amount, rc);
+				if (rc == 0)
+					held[slot] += amount;
+			} else if (held[slot]) {
+				uint64_t amount = rng_range(&rng, 1, held[slot]);
+				int rc = sl_uncharge(g, amount);
+
+				T_CHECK(rc == 0, "charger %d: uncharge %" PRIu64 ": %d", a->id, amount, rc);
+				held[slot] -= amount;
+			}
+			ops++;
+		}
+	}
+	for (k = 0; k <= LEAVES; k++) {
+		sl_group *g = k == LEAVES ? r->own[a->id] : r->leaf[a->id][k];
+
+		if (held[k])
+			T_CHECK(sl_uncharge(g, held[k]) == 0, "charger %d: final uncharge", a->id);
+	}
+	atomic_fetch_add(&r->charger_ops, ops);
+	return NULL;
+}
+
+/* Creates a group (and a child) under the shared parent, charges both,
+ * uncharges, destroys, over and over; also adds and removes an empty child
+ * under each charger's hot group. */
+static void *churner(void *arg)
+{
+	struct race *r = arg;
+	uint64_t rng = 0xfeedbeefu;
+	unsigned long cycles = 0;
+
+	while (now_seconds() < r->until) {
+		char name[32];
+		sl_group *tmp = NULL, *leaf = NULL, *side = NULL;
+		sl_group *hot = r->own[cycles % CHARGERS];
+		struct sl_limits lim;
+		uint64_t a1 = rng_range(&rng, 1, 50000), a2 = rng_range(&rng, 1, 50000);
+		int rc;
+
+		snprintf(name, sizeof(name), "tmp%lu", cycles % 4);
+		sl_limits_init(&lim);
+		lim.max = 1000000;
+		rc = sl_group_create(r->p, name, &lim, NULL, NULL, &tmp);
+		T_CHECK(rc == 0, "create %s: %d", name, rc);
+		if (rc)
+			break;
+		rc = sl_group_create(tmp, "leaf", NULL, NULL, NULL, &leaf);
+		T_CHECK(rc == 0, "create %s/leaf: %d", name, rc);
+		if (rc)
+			break;
+		T_CHECK(sl_charge(leaf, a1, 0) == 0, "charge leaf");
+		T_CHECK(sl_charge(tmp, a2, 0) == 0, "charge tmp");
+		T_CHECK(sl_group_destroy(tmp) == -EBUSY, "destroy of a busy group");
+		T_CHECK(sl_uncharge(leaf, a1) == 0, "uncharge leaf");
+		T_CHECK(sl_uncharge(tmp, a2) == 0, "uncharge tmp");
+		/* this thread's stocks of leaf and tmp are given back by destroy */
+		T_CHECK(sl_group_destroy(leaf) == 0, "destroy leaf");
+		T_CHECK(sl_group_destroy(tmp) == 0, "destroy tmp");
+
+		rc = sl_group_create(hot, "side", NULL, NULL, NULL, &side);
+		T_CHECK(rc == 0, "create side under a hot group: %d", rc);
+		if (rc == 0)
+			T_CHECK(sl_group_destroy(side) == 0, "destroy side");
+		cycles++;
+	}
+	atomic_fetch_add(&r->churn_cycles, cycles);
+	return NULL;
+}
+
+/* Two of these race to create the same name: one wins, the other sees
+ * -EEXIST; the winner charges, uncharges and destroys it. */
+static void *name_racer(void *arg)
+{
+	struct race *r = arg;
+	unsigned long wins = 0, eexist = 0;
+
+	while (now_seconds() < r->until) {
+		sl_group *g = NULL;
+		int rc = sl_group_create(r->p, "shared", NULL, NULL, NULL, &g);
+
+		T_CHECK(rc == 0 || rc == -EEXIST, "create shared: %d", rc);
+		if (rc == 0) {
+			T_CHECK(sl_charge(g, 10, 0) == 0, "charge shared");
+			T_CHECK(sl_uncharge(g, 10) == 0, "uncharge shared");
+			T_CHECK(sl_group_destroy(g) == 0, "destroy shared");
+			wins++;
+		} else {
+			eexist++;
+		}
+	}
+	atomic_fetch_add(&r->shared_wins, wins);
+	atomic_fetch_add(&r->shared_eexist, eexist);
+	return NULL;
+}
+
+START_TEST(groups_come_and_go_while_other_threads_charge)
+{
+	struct race r;
+	struct charger_arg args[CHARGERS];
+	pthread_t th[CHARGERS + 3];
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	int i, k, n = 0;
+
+	thread_failure_reset();
+	memset(&r, 0, sizeof(r));
+	atomic_init(&r.charger_ops, 0);
+	atomic_init(&r.churn_cycles, 0);
+	atomic_init(&r.shared_wins, 0);
+	atomic_init(&r.shared_eexist, 0);
+	r.root = sl_tree_root(t);
+	r.p = group_new(r.root, "p", 100000000);
+	for (i = 0; i < CHARGERS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "c%d", i);
+		r.own[i] = group_new(r.p, name, SL_UNLIMITED);
+		for (k = 0; k < LEAVES; k++) {
+			snprintf(name, sizeof(name), "l%d", k);
+			r.leaf[i][k] = group_new(r.own[i], name, SL_UNLIMITED);
+		}
+	}
+	r.until = now_seconds() + test_seconds("SL_RACE_SECONDS", 0.5);
+
+	for (i = 0; i < CHARGERS; i++) {
+		args[i].r = &r;
+		args[i].id = i;
+		start_thread(&th[n++], charger, &args[i]);
+	}
+	start_thread(&th[n++], churner, &r);
+	start_thread(&th[n++], name_racer, &r);
+	start_thread(&th[n++], name_racer, &r);
+	for (i = 0; i < n; i++)
+		join_thread(th[i]);
+	ASSERT_NO_THREAD_FAILURE();
+
+	ck_assert_uint_gt(atomic_load(&r.charger_ops), 0);
+	ck_assert_uint_gt(atomic_load(&r.churn_cycles), 0);
+	ck_assert_uint_gt(atomic_load(&r.shared_wins), 0);
+	for (i = 0; i < CHARGERS; i++) {
+		assert_empty(r.own[i], "charger group");
+		for (k = 0; k < LEAVES; k++)
+			assert_empty(r.leaf[i][k], "charger leaf");
+	}
+	assert_empty(r.p, "shared parent");
+	assert_empty(r.root, "root");
+	ck_assert_uint_eq(stats_of(r.p).events_max, 0);
+	assert_tree_ok(t);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+static Suite *race_suite(void)
+{
+	Suite *s = suite_create("race");
+	TCase *tc = tcase_create("create and destroy under charges");
+
+	tcase_add_loop_test(tc, groups_come_and_go_while_other_threads_charge, 0, SL_TEST_NBATCH);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return run_suite(race_suite());
+}
