@@ -110,6 +110,24 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 }
 
 /*
+ * Before a forced charge: bring back the stocks under the highest group it
+ * would pass, so that it passes only the maxes that real usage is over.
+ */
+static void force_room(sl_group *g, uint64_t amount, sl_group *drained)
+{
+	sl_group *top = NULL, *p;
+
+	for (p = g; p; p = p->parent) {
+		uint64_t count = sl__load(&p->count, SL_RELAXED);
+
+		if (count > UINT64_MAX - amount || count + amount > sl__load(&p->max, SL_RELAXED))
+			top = p;
+	}
+	if (top && !(drained && sl__is_ancestor(drained, top)))
+		sl__stock_drain(top, SL__DRAIN_SUBTREE);
+}
+
+/*
  * Charge exactly amount, making room when it does not fit: other threads'
  * idle stock units first (a charge that fits once they are back has not hit
  * max), then reclaim, then the host's OOM handler; SL_FORCE then charges
@@ -159,6 +177,7 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 			sl__count(&fail->events_oom);
 			return rc;
 		}
+		force_room(g, amount, drained);
 		/* Fails only if a counter would overflow. */
 		rc = sl__counter_try(g, amount, SL_FORCE, false, NULL);
 	}

@@ -1,0 +1,570 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A differential fuzzer: the input is decoded into a sequence of API calls on
+ * a small tree; each runs on the library and on a plain, sequential model of
+ * what the library promises, and after every call results, counters and
+ * invariants are compared.  Any mismatch aborts (the fuzzer's crash).
+ *
+ * Built two ways: with clang's libFuzzer (SL_FUZZ=ON, LLVMFuzzerTestOneInput)
+ * and as a standalone driver (fuzz_model_run) that replays files or runs
+ * random inputs for a bounded time, which is what .ci/run uses.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <softlimit/softlimit.h>
+
+#define NG 8
+#define U SL_UNLIMITED
+
+enum cb_mode { CB_HONEST, CB_LIAR, CB_NOTHING, CB_GREEDY, CB_REENTRANT, CB_MODES };
+
+struct mg {
+	bool alive;
+	int parent;
+	uint64_t own;          /* what the host charged here and holds */
+	struct sl_limits lim;
+	uint64_t ev_max, ev_oom, ev_high;
+	bool may_exceed;       /* a forced charge or a lowered max may leave it above max */
+	enum cb_mode mode;
+	sl_group *g;
+};
+
+static struct mg m[NG];
+static sl_tree *tree;
+static enum sl_policy policy;
+static bool exact; /* no stocks: every counter is predictable to the unit */
+static unsigned cb_calls;
+static bool cb_dishonest;
+static uint64_t cb_asked_max; /* largest target any callback was asked for */
+
+static const uint64_t limit_vals[8] = { 0, 10, 50, 100, 200, 1000, 5000, U };
+static const uint64_t amount_vals[16] = { 0, 1, 3, 7, 10, 16, 50, 64, 100, 128, 500, 999, 4096, 40000,
+					  UINT64_MAX - 5, UINT64_MAX / 2 };
+
+#define FAIL(...)                                                               \
+	do {                                                                    \
+		fprintf(stderr, "fuzz_model: mismatch at %s:%d: ", __FILE__, __LINE__); \
+		fprintf(stderr, __VA_ARGS__);                                   \
+		fputc('\n', stderr);                                            \
+		abort();                                                        \
+	} while (0)
+
+struct input {
+	const uint8_t *p;
+	size_t n;
+};
+
+static unsigned take(struct input *in)
+{
+	if (!in->n)
+		return 0;
+	in->n--;
+	return *in->p++;
+}
+
+static bool exhausted(const struct input *in)
+{
+	return in->n == 0;
+}
+
+static uint64_t usage_of(int i)
+{
+	uint64_t u = m[i].own;
+	int j;
+
+	for (j = 0; j < NG; j++)
+		if (m[j].alive && j != i && m[j].parent == i)
+			u += usage_of(j);
+	return u;
+}
+
+static int nr_children(int i)
+{
+	int j, n = 0;
+
+	for (j = 0; j < NG; j++)
+		n += m[j].alive && j != i && m[j].parent == i;
+	return n;
+}
+
+static int over_at(int i, uint64_t amount);
+static bool below(int j, int anc);
+
+/* The host's charge of amount to i went in. */
+static void model_charged(int i, uint64_t amount)
+{
+	int k;
+
+	m[i].own += amount;
+	for (k = i; k >= 0; k = m[k].parent) {
+		if (usage_of(k) > m[k].lim.max)
+			m[k].may_exceed = true;
+		if (usage_of(k) > m[k].lim.high)
+			m[k].ev_high++;
+	}
+}
+
+static int index_of(sl_group *g)
+{
+	int i;
+
+	for (i = 0; i < NG; i++)
+		if (m[i].alive && m[i].g == g)
+			return i;
+	FAIL("callback for a group the model does not know");
+}
+
+static uint64_t reclaim_cb(sl_group *g, uint64_t target, void *ctx)
+{
+	struct mg *x = ctx;
+	uint64_t f = target < x->own ? target : x->own;
+
+	if (x != &m[index_of(g)])
+		FAIL("callback ctx does not match its group");
+	cb_calls++;
+	if (target > cb_asked_max)
+		cb_asked_max = target;
+	switch (x->mode) {
+	case CB_LIAR: /* frees half, claims everything asked */
+		f /= 2;
+		cb_dishonest = true;
+		break;
+	case CB_NOTHING:
+		f = 0;
+		break;
+	case CB_GREEDY: /* frees more than asked (whole objects) */
+		f = x->own < 2 * f + 1 ? x->own : 2 * f + 1;
+		cb_dishonest = true;
+		break;
+	case CB_REENTRANT:
+		/* Nested calls must neither deadlock nor reclaim. */
+		if (sl_reclaim(g, 1, 0) != 0)
+			FAIL("sl_reclaim nested in a callback returned nonzero");
+		if (sl_group_destroy(g) != -EBUSY)
+			FAIL("sl_group_destroy in a callback did not return -EBUSY");
+		break;
+	default:
+		break;
+	}
+	if (f) {
+		if (sl_uncharge(g, f) != 0)
+			FAIL("host uncharge of %" PRIu64 " it holds failed", f);
+		x->own -= f;
+	}
+	if (x->mode == CB_REENTRANT && f) {
+		/* A nested charge is allowed (it never reclaims); keep the
+		 * model in step whichever way it goes. */
+		int i = index_of(g), at = over_at(i, 1);
+
+		if (sl_charge(g, 1, SL_NORECLAIM) == 0) {
+			if (at >= 0)
+				FAIL("nested charge passed a max");
+			model_charged(i, 1);
+			f -= 1;
+		} else {
+			if (at < 0)
+				FAIL("nested charge that fits failed");
+			m[at].ev_max++;
+			m[at].ev_oom++;
+		}
+	}
+	if (x->mode == CB_LIAR)
+		return target;
+	return f;
+}
+
+static const struct sl_ops ops = { reclaim_cb };
+
+static void decode_limits(struct input *in, struct sl_limits *l)
+{
+	l->min = limit_vals[take(in) & 7];
+	l->soft = limit_vals[take(in) & 7];
+	l->high = limit_vals[take(in) & 7];
+	l->max = limit_vals[take(in) & 7];
+	if (take(in) & 1) { /* mostly consistent limits */
+		if (l->min > l->max)
+			l->min = l->max;
+		if (l->soft > l->max)
+			l->soft = l->max;
+	}
+}
+
+static bool limits_ok(const struct sl_limits *l)
+{
+	return l->min <= l->max && l->soft <= l->max;
+}
+
+static int pick_alive(struct input *in)
+{
+	int k = take(in) % NG, i;
+
+	for (i = 0; i < NG; i++, k = (k + 1) % NG)
+		if (m[k].alive)
+			return k;
+	FAIL("no live group (root gone?)");
+}
+
+static void check_all(void)
+{
+	int i;
+
+	for (i = 0; i < NG; i++) {
+		struct sl_stats st;
+		uint64_t u;
+
+		if (!m[i].alive)
+			continue;
+		if (sl_group_stats(m[i].g, &st) != 0)
+			FAIL("stats of a live group failed");
+		u = usage_of(i);
+		if (st.usage != u)
+			FAIL("group %d usage %" PRIu64 " model %" PRIu64, i, st.usage, u);
+		if (exact && st.stocked)
+			FAIL("stocked %" PRIu64 " without stocks", st.stocked);
+		if (!m[i].may_exceed && st.usage + st.stocked > m[i].lim.max)
+			FAIL("group %d usage+stocked %" PRIu64 " above max %" PRIu64, i, st.usage + st.stocked,
+			     m[i].lim.max);
+		if (st.events_max != m[i].ev_max || st.events_oom != m[i].ev_oom)
+			FAIL("group %d events max/oom %" PRIu64 "/%" PRIu64 " model %" PRIu64 "/%" PRIu64, i,
+			     st.events_max, st.events_oom, m[i].ev_max, m[i].ev_oom);
+		if (exact && st.events_high != m[i].ev_high)
+			FAIL("group %d events high %" PRIu64 " model %" PRIu64, i, st.events_high, m[i].ev_high);
+		if (st.peak < st.usage + st.stocked)
+			FAIL("peak below usage");
+		if (memcmp(&st.limits, &m[i].lim, sizeof(st.limits)) != 0)
+			FAIL("limits differ");
+	}
+	if (sl_tree_check(tree) != 0)
+		FAIL("sl_tree_check found a broken invariant");
+}
+
+/* Lowest group on i's path that amount does not fit under. */
+static int over_at(int i, uint64_t amount)
+{
+	for (; i >= 0; i = m[i].parent)
+		if (usage_of(i) + amount > m[i].lim.max || usage_of(i) + amount < amount)
+			return i;
+	return -1;
+}
+
+static void op_create(struct input *in)
+{
+	struct sl_limits l;
+	char name[16];
+	int parent = pick_alive(in), slot = -1, sib = -1, i, rc;
+	bool clash = (take(in) & 3) == 0;
+	sl_group *g = NULL;
+
+	decode_limits(in, &l);
+	for (i = NG - 1; i > 0; i--) {
+		if (!m[i].alive)
+			slot = i;
+		else if (clash && m[i].parent == parent)
+			sib = i;
+	}
+	if (slot < 0)
+		return;
+	/* Slot numbers make names unique; a clash reuses a live sibling's. */
+	snprintf(name, sizeof(name), "g%d", sib >= 0 ? sib : slot);
+	rc = sl_group_create(m[parent].g, name, &l, &ops, &m[slot], &g);
+	if (!limits_ok(&l)) {
+		if (rc != -EINVAL)
+			FAIL("create with bad limits gave %d", rc);
+		return;
+	}
+	if (sib >= 0) {
+		if (rc != -EEXIST)
+			FAIL("create with a sibling's name gave %d", rc);
+		return;
+	}
+	if (rc != 0)
+		FAIL("create gave %d", rc);
+	m[slot] = (struct mg){ .alive = true, .parent = parent, .lim = l, .g = g,
+			       .mode = (enum cb_mode)(take(in) % CB_MODES) };
+}
+
+static void op_destroy(struct input *in)
+{
+	int i = pick_alive(in), rc = sl_group_destroy(m[i].g);
+
+	if (i == 0) {
+		if (rc != -EINVAL)
+			FAIL("destroying the root gave %d", rc);
+		return;
+	}
+	if (nr_children(i) || usage_of(i)) {
+		if (rc != -EBUSY)
+			FAIL("destroy of a busy group gave %d", rc);
+		return;
+	}
+	if (rc != 0)
+		FAIL("destroy of an idle group gave %d", rc);
+	m[i].alive = false;
+}
+
+static void op_set_limits(struct input *in)
+{
+	struct sl_limits l;
+	int i = pick_alive(in), rc;
+
+	decode_limits(in, &l);
+	/* The new limits are in force while set_limits reclaims toward
+	 * them: callbacks' nested charges see them. */
+	if (limits_ok(&l))
+		m[i].lim = l;
+	rc = sl_group_set_limits(m[i].g, &l);
+	if (!limits_ok(&l)) {
+		if (rc != -EINVAL)
+			FAIL("set_limits with bad limits gave %d", rc);
+		return;
+	}
+	if (rc == 0 && usage_of(i) > l.max)
+		FAIL("set_limits said usage fits but it does not");
+	if (rc == -EBUSY && usage_of(i) <= l.max && exact)
+		FAIL("set_limits said -EBUSY but usage fits");
+	if (rc != 0 && rc != -EBUSY)
+		FAIL("set_limits gave %d", rc);
+	if (rc == -EBUSY)
+		m[i].may_exceed = true;
+}
+
+/* Units the (only) thread's stock holds for i itself. */
+static uint64_t stock_of(int i)
+{
+	struct sl_stats st;
+	uint64_t units;
+	int j;
+
+	sl_group_stats(m[i].g, &st);
+	units = st.stocked;
+	for (j = 0; j < NG; j++) {
+		if (m[j].alive && j != i && m[j].parent == i) {
+			sl_group_stats(m[j].g, &st);
+			units -= st.stocked;
+		}
+	}
+	return units;
+}
+
+static void op_charge(struct input *in)
+{
+	int i = pick_alive(in), rc, first, k;
+	uint64_t amount = amount_vals[take(in) & 15];
+	unsigned flags = take(in) & 7, calls;
+	bool overflow = false;
+	struct sl_stats st;
+
+	/* Overflow is judged on the counters, stocks included. */
+	for (k = i; k >= 0; k = m[k].parent) {
+		sl_group_stats(m[k].g, &st);
+		if (st.usage + st.stocked > UINT64_MAX - amount)
+			overflow = true;
+	}
+	first = over_at(i, amount);
+	/* Units already in this thread's stock for i were charged when they
+	 * fit: handing them out passes no max, even over a max that a forced
+	 * charge or a lowered limit has since put the group above. */
+	if (first >= 0 && !exact && amount <= sl_tree_batch(tree) && stock_of(i) >= amount)
+		first = -1;
+	calls = cb_calls;
+	rc = sl_charge(m[i].g, amount, flags);
+	if (flags & 4) {
+		if (rc != -EINVAL)
+			FAIL("unknown flag gave %d", rc);
+		return;
+	}
+	if (amount == 0) {
+		if (rc != 0 || cb_calls != calls)
+			FAIL("charge of 0 gave %d", rc);
+		return;
+	}
+	if (overflow) {
+		/* Where the overflow and a max meet on one path, which one the
+		 * charge runs into first depends on stocks and reclaim: accept
+		 * either answer and take the events as counted. */
+		if (rc != 0 && rc != -EINVAL && rc != -ENOMEM)
+			FAIL("overflowing charge gave %d", rc);
+		if (rc == 0)
+			model_charged(i, amount);
+		for (k = 0; k < NG; k++) {
+			if (!m[k].alive)
+				continue;
+			sl_group_stats(m[k].g, &st);
+			m[k].ev_max = st.events_max;
+			m[k].ev_oom = st.events_oom;
+			m[k].ev_high = st.events_high;
+			m[k].may_exceed = true;
+		}
+		return;
+	}
+	if (first < 0) {
+		/* Fits by real usage: nothing may be reclaimed or counted. */
+		if (rc != 0 || cb_calls != calls)
+			FAIL("charge that fits gave %d (%u callbacks)", rc, cb_calls - calls);
+	} else {
+		m[first].ev_max++;
+		if ((flags & SL_NORECLAIM) && cb_calls != calls)
+			FAIL("SL_NORECLAIM charge called a callback");
+		if (flags & SL_FORCE) {
+			if (rc != 0)
+				FAIL("forced charge gave %d", rc);
+		} else if (rc == -ENOMEM) {
+			int last = over_at(i, amount);
+
+			if (last < 0)
+				FAIL("charge failed although it fits after reclaim");
+			m[last].ev_oom++;
+		} else if (rc != 0) {
+			FAIL("charge gave %d", rc);
+		}
+	}
+	if (rc == 0)
+		model_charged(i, amount);
+}
+
+static void op_uncharge(struct input *in)
+{
+	int i = pick_alive(in), rc;
+	uint64_t amount = amount_vals[take(in) & 15];
+
+	if (take(in) & 1)
+		amount = m[i].own ? m[i].own / 2 + 1 : amount;
+	rc = sl_uncharge(m[i].g, amount);
+	if (amount <= m[i].own) {
+		if (rc != 0)
+			FAIL("uncharge of %" PRIu64 " held %" PRIu64 " gave %d", amount, m[i].own, rc);
+		m[i].own -= amount;
+	} else {
+		if (rc != -EINVAL)
+			FAIL("over-uncharge gave %d", rc);
+		m[i].own = 0;
+	}
+}
+
+static void op_reclaim(struct input *in)
+{
+	int i = pick_alive(in), j;
+	uint64_t target = amount_vals[take(in) & 15], before[NG], total = 0, freed, fell;
+
+	for (j = 0; j < NG; j++)
+		before[j] = m[j].alive ? usage_of(j) : 0;
+	for (j = 0; j < NG; j++)
+		total += m[j].alive ? m[j].own : 0;
+	cb_dishonest = false;
+	cb_asked_max = 0;
+	freed = sl_reclaim(m[i].g, target, take(in) & 1 ? 0 : 8);
+	fell = 0;
+	for (j = 0; j < NG; j++)
+		fell += m[j].alive ? m[j].own : 0;
+	fell = total - fell;
+	if (freed > fell)
+		FAIL("reclaim reported %" PRIu64 " but usage fell by %" PRIu64, freed, fell);
+	if (cb_asked_max > target)
+		FAIL("a callback was asked for %" PRIu64 " of a %" PRIu64 " target", cb_asked_max, target);
+	if (cb_dishonest)
+		return;
+	if (freed != fell)
+		FAIL("honest callbacks freed %" PRIu64 " but reclaim said %" PRIu64, fell, freed);
+	if (freed > target)
+		FAIL("reclaim took %" PRIu64 " for a target of %" PRIu64, freed, target);
+	/* min is never reclaimed below the scope (PROTECTION's floor is the
+	 * effective min); as in the kernel, the scope's own min and its
+	 * ancestors' do not shield the scope from its own reclaim. */
+	if (policy != SL_POLICY_PROTECTION)
+		for (j = 0; j < NG; j++)
+			if (m[j].alive && j != i && below(j, i) && before[j] >= m[j].lim.min &&
+			    usage_of(j) < m[j].lim.min)
+				FAIL("group %d reclaimed below its min", j);
+}
+
+static bool below(int j, int anc)
+{
+	for (; j >= 0; j = m[j].parent)
+		if (j == anc)
+			return true;
+	return false;
+}
+
+static int walk_count(sl_group *g, unsigned depth, void *arg)
+{
+	(void)g;
+	(void)depth;
+	++*(int *)arg;
+	return 0;
+}
+
+static void op_see(struct input *in)
+{
+	int i = pick_alive(in), n = 0, alive = 0, j;
+	char path[128];
+	sl_group *g;
+
+	if (sl_group_path(m[i].g, path, sizeof(path)) != 0)
+		FAIL("path failed");
+	if (sl_group_lookup(m[0].g, path, &g) != 0 || g != m[i].g)
+		FAIL("lookup of '%s' did not find its group", path);
+	sl_group_walk(m[0].g, walk_count, &n);
+	for (j = 0; j < NG; j++)
+		alive += m[j].alive;
+	if (n != alive)
+		FAIL("walk saw %d groups, model has %d", n, alive);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct input in = { data, size };
+	struct sl_tree_opts o;
+	unsigned b;
+	int steps = 0;
+
+	sl_tree_opts_init(&o);
+	o.policy = (enum sl_policy)(take(&in) % 3);
+	b = take(&in) % 3;
+	o.batch = b == 0 ? SL_BATCH_NONE : b == 1 ? 16 : 0;
+	decode_limits(&in, &o.root);
+	if (!limits_ok(&o.root))
+		sl_limits_init(&o.root);
+	if (sl_tree_create(&o, &tree) != 0)
+		FAIL("tree create failed");
+	policy = o.policy;
+	exact = o.batch == SL_BATCH_NONE;
+	memset(m, 0, sizeof(m));
+	m[0] = (struct mg){ .alive = true, .parent = -1, .lim = o.root, .g = sl_tree_root(tree) };
+	while (!exhausted(&in) && steps++ < 400) {
+		switch (take(&in) % 8) {
+		case 0:
+		case 1:
+			op_create(&in);
+			break;
+		case 2:
+			op_destroy(&in);
+			break;
+		case 3:
+			op_set_limits(&in);
+			break;
+		case 4:
+			op_charge(&in);
+			break;
+		case 5:
+			op_uncharge(&in);
+			break;
+		case 6:
+			op_reclaim(&in);
+			break;
+		default:
+			op_see(&in);
+			break;
+		}
+		check_all();
+	}
+	sl_tree_destroy(tree);
+	tree = NULL;
+	return 0;
+}
