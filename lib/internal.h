@@ -141,6 +141,15 @@ enum sl__drain_mode {
 	SL__DRAIN_TREE,    /* every slot of the target's tree, emptied without flushing */
 };
 
+/* alloc.c: the library's allocations, which a test can make fail */
+void *sl__malloc(size_t size);
+void *sl__calloc(size_t n, size_t size);
+void *sl__realloc(void *p, size_t size);
+void *sl__aligned_alloc(size_t align, size_t size);
+/* Let `after` more allocations succeed, then fail the next one (all of
+ * them if sticky); after < 0 turns failures off.  Tests only. */
+void sl__fault_inject(long after, bool sticky);
+
 /* stock.c */
 extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
 struct sl__stock *sl__stock_get(void);

@@ -188,7 +188,7 @@ static uint64_t reclaim_group(struct rc *rc, sl_group *g, uint64_t want, uint64_
 static struct node *snapshot(sl_tree *t, sl_group *top, size_t *n_out)
 {
 	size_t n = 0, cap = 64;
-	struct node *v = malloc(cap * sizeof(*v));
+	struct node *v = sl__malloc(cap * sizeof(*v));
 	sl_group *g = top;
 	uint32_t parent = UINT32_MAX;
 
@@ -197,7 +197,7 @@ static struct node *snapshot(sl_tree *t, sl_group *top, size_t *n_out)
 	pthread_mutex_lock(&t->lock);
 	while (g) {
 		if (n == cap) {
-			struct node *nv = cap < SIZE_MAX / 2 / sizeof(*v) ? realloc(v, 2 * cap * sizeof(*v)) : NULL;
+			struct node *nv = cap < SIZE_MAX / 2 / sizeof(*v) ? sl__realloc(v, 2 * cap * sizeof(*v)) : NULL;
 
 			if (!nv) {
 				pthread_mutex_unlock(&t->lock);
@@ -301,7 +301,7 @@ static void split(uint64_t amount, const uint64_t *w, uint64_t *out, size_t k)
 	}
 	if (given == amount)
 		return;
-	f = malloc(k * sizeof(*f));
+	f = sl__malloc(k * sizeof(*f));
 	for (i = 0; i < k; i++) {
 		if (out[i] >= w[i])
 			continue;
@@ -340,7 +340,7 @@ static uint64_t take_subtree(struct rc *rc, struct node *v, size_t i, uint64_t a
 	for (j = i + 1; j < v[i].end; j = v[j].end)
 		k++;
 	if (k > 16) {
-		w = malloc(2 * k * sizeof(*w));
+		w = sl__malloc(2 * k * sizeof(*w));
 		if (!w)
 			return reclaim_group(rc, v[i].g, min_u64(amount, v[i].own), soft_of(v[i].g));
 		o = w + k;
@@ -404,7 +404,7 @@ static struct cand *take_index(struct rc *rc, size_t *n_out, sl_group **outside)
 {
 	sl_group *g = sl__exchange(&rc->t->over_head, NULL, SL_ACQUIRE), *next;
 	size_t n = 0, cap = 16;
-	struct cand *c = malloc(cap * sizeof(*c));
+	struct cand *c = sl__malloc(cap * sizeof(*c));
 
 	*outside = NULL;
 	for (; g; g = next) {
@@ -416,7 +416,7 @@ static struct cand *take_index(struct rc *rc, size_t *n_out, sl_group **outside)
 			continue;
 		}
 		if (n == cap) {
-			struct cand *nc = realloc(c, 2 * cap * sizeof(*c));
+			struct cand *nc = sl__realloc(c, 2 * cap * sizeof(*c));
 
 			if (!nc) {
 				sl__store(&g->over_next, *outside, SL_RELAXED);
@@ -690,7 +690,7 @@ static void compute_protection(struct node *v, size_t n)
  * share of its usage above protection (elow in pass 1, emin in pass 2). */
 static void protection_pass(struct rc *rc, struct node *v, size_t n, bool low_too)
 {
-	uint64_t *want = malloc(n * sizeof(*want)), *w = malloc(n * sizeof(*w));
+	uint64_t *want = sl__malloc(n * sizeof(*want)), *w = sl__malloc(n * sizeof(*w));
 	int round;
 	size_t i;
 

@@ -89,7 +89,7 @@ struct sl__stock *sl__stock_get(void)
 	pthread_once(&stock_key_once, stock_key_init);
 	if (!stock_key_ok)
 		return NULL;
-	s = aligned_alloc(SL__CACHELINE, sizeof(*s));
+	s = sl__aligned_alloc(SL__CACHELINE, sizeof(*s));
 	if (!s)
 		return NULL;
 	memset(s, 0, sizeof(*s));

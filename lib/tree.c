@@ -65,7 +65,7 @@ static sl_group *group_alloc(const char *name, size_t len)
 	sl_group *g;
 
 	size = (size + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
-	g = aligned_alloc(SL__CACHELINE, size);
+	g = sl__aligned_alloc(SL__CACHELINE, size);
 	if (!g)
 		return NULL;
 	memset(g, 0, sizeof(*g));
@@ -134,7 +134,7 @@ static void hash_grow(sl_tree *t)
 
 	if (t->nr_groups < n || n > SIZE_MAX / 2 / sizeof(*nh))
 		return;
-	nh = calloc(2 * n, sizeof(*nh));
+	nh = sl__calloc(2 * n, sizeof(*nh));
 	if (!nh)
 		return;
 	for (i = 0; i < n; i++) {
@@ -172,10 +172,10 @@ int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out)
 	if (!sl__limits_valid(&opts->root))
 		return -EINVAL;
 
-	t = calloc(1, sizeof(*t));
+	t = sl__calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->hash = calloc(16, sizeof(*t->hash));
+	t->hash = sl__calloc(16, sizeof(*t->hash));
 	root = group_alloc("", 0);
 	if (!t->hash || !root)
 		goto nomem;

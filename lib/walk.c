@@ -89,7 +89,7 @@ int sl_group_path(sl_group *g, char *buf, size_t size)
 	if (len >= size) {
 		buf[0] = '\0';
 		/* Truncated: keep the leading components that fit. */
-		char *full = malloc(len + 1);
+		char *full = sl__malloc(len + 1);
 
 		if (full) {
 			sl_group_path(g, full, len + 1);
@@ -148,6 +148,7 @@ static void emit_json_str(struct out *o, const char *s)
 
 struct dump {
 	struct out o;
+	int err;
 	enum sl_dump_format fmt;
 	sl_group *scope;
 	bool first;
@@ -177,8 +178,10 @@ static int dump_one(sl_group *g, unsigned depth, void *arg)
 		for (p = g; p->parent; p = p->parent)
 			need += p->name_len + 1;
 		if (need > sizeof(stackbuf))
-			path = malloc(need);
-		if (path && sl_group_path(g, path, path == stackbuf ? sizeof(stackbuf) : need) == 0)
+			path = sl__malloc(need);
+		if (!path)
+			d->err = -ENOMEM;
+		else if (sl_group_path(g, path, path == stackbuf ? sizeof(stackbuf) : need) == 0)
 			emit_json_str(&d->o, path);
 		if (path != stackbuf)
 			free(path);
@@ -224,6 +227,8 @@ int sl_group_dump(sl_group *scope, enum sl_dump_format format, char *buf, size_t
 		emit(&d.o, "]}\n");
 	if (rc)
 		return rc;
+	if (d.err)
+		return d.err;
 	if (needed)
 		*needed = d.o.len;
 	if (size && d.o.len >= size) {
