@@ -10,6 +10,7 @@
 #include <string.h>
 
 _Static_assert(sizeof(struct sl_group) <= 256, "a group must fit in 256 bytes plus its name");
+_Static_assert(offsetof(struct sl_group, name) <= 256 - 48, "room for a 47-byte name in 256 bytes");
 
 void sl_limits_init(struct sl_limits *lim)
 {
@@ -61,7 +62,8 @@ static void store_limits(sl_group *g, const struct sl_limits *lim)
 
 static sl_group *group_alloc(const char *name, size_t len)
 {
-	size_t size = sizeof(struct sl_group) + len + 1;
+	/* The name lives in the group's last cache line while it fits. */
+	size_t size = offsetof(struct sl_group, name) + len + 1;
 	sl_group *g;
 
 	size = (size + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
