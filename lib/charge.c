@@ -6,6 +6,12 @@
  */
 #include "internal.h"
 
+#include <sched.h>
+
+/* How many folds of every stock an uncharge that comes up short makes before
+ * it calls the shortfall an over-uncharge. */
+#define SL__FOLD_ROUNDS 16
+
 /* How many times a charge at max reclaims and retries before it fails. */
 #define SL__RECLAIM_RETRIES 16
 
@@ -89,6 +95,10 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	if (sl__counter_try(g, amount + batch, 0, true, NULL) != 0)
 		return 1;
 	w = sl__load(&sl->word, SL_RELAXED);
+	/* A ledger too full to take amount is folded into local below: until
+	 * then those units are in neither, so an over-uncharge check must
+	 * wait for us (see sl__uncharge_slow).  seq_cst: as in stock_bind. */
+	sl__store(&s->inflight, 1, SL_SEQ_CST);
 	for (;;) {
 		uint64_t u = sl__w_units(w) + batch, h = sl__w_ledger(w) + amount, nw;
 
@@ -104,6 +114,8 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	}
 	if (extra_local)
 		sl__fetch_add(&g->local, extra_local, SL_RELAXED);
+	/* Release: pairs with the acquire in sl__stock_quiesce(). */
+	sl__store(&s->inflight, 0, SL_RELEASE);
 	if (give_back)
 		sl__counter_cancel(g, give_back);
 	return 0;
@@ -215,7 +227,7 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount)
 	struct sl__stock *s = sl__tls_stock;
 	struct sl__slot *sl = s ? slot_of(s, g) : NULL;
 	uint64_t left = amount, release = 0;
-	bool folded = false;
+	int round;
 
 	if (!sl__group_valid(g))
 		return -EINVAL;
@@ -236,17 +248,27 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount)
 		left -= take;
 		release += take - keep;
 	}
-	/* The rest must come from the group's local charge; if that is short,
-	 * fold every thread's ledger of g into it once and look again. */
-	for (;;) {
+	/*
+	 * The rest must come from the group's local charge.  If that is short,
+	 * fold every thread's ledger of g into it, wait for owners that hold
+	 * ledger units between a slot and local (a rebind, a folding refill),
+	 * and look again.  A fold is not a snapshot: while it scans, another
+	 * uncharger may take from local the units this one needs while its own
+	 * sit in a ledger already scanned.  Such units are always somewhere, so
+	 * a few more folds find them; only a shortfall that survives them all
+	 * is an over-uncharge.
+	 */
+	for (round = 0;; round++) {
 		uint64_t got = sl__sub_clamped(&g->local, left);
 
 		left -= got;
 		release += got;
-		if (!left || folded)
+		if (!left || round == SL__FOLD_ROUNDS)
 			break;
+		if (round)
+			sched_yield();
 		sl__stock_drain(g, SL__DRAIN_GROUP);
-		folded = true;
+		sl__stock_quiesce();
 	}
 	if (release)
 		sl__counter_cancel(g, release);

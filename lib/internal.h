@@ -169,6 +169,8 @@ int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags);
 int sl__uncharge_slow(sl_group *g, uint64_t amount);
 
 /* tree.c */
+/* The tree whose topology lock this thread holds for a walk, if any. */
+extern _Thread_local sl_tree *sl__tls_walk_tree;
 bool sl__group_valid(const sl_group *g);
 bool sl__limits_valid(const struct sl_limits *lim);
 bool sl__is_ancestor(const sl_group *anc, const sl_group *g);

@@ -48,6 +48,7 @@ struct node {
 	uint64_t rec;   /* what the subtree can give above its floors */
 	uint64_t emin, elow, share;
 	uint64_t acc;
+	bool done;      /* PROTECTION: freed nothing when asked in this pass */
 };
 
 /* ---- the over-soft index ---- */
@@ -123,15 +124,19 @@ static uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c)
 }
 
 /*
- * How far g's own charges may fall before g or an ancestor below the scope
- * would go under its min.  PROTECTION does not use it: there the effective
- * min, already capped by the parents, is the floor.
+ * How far g's own charges may fall before g or an ancestor up to the scope
+ * would go under its min: min is never reclaimed, not even by the scope's
+ * own reclaim (the scope's ancestors only see the scope's usage fall, as
+ * its own limit demands).  PROTECTION does not use it: there the effective
+ * min, already capped by the parents, is the floor, and as in cgroup v2 the
+ * scope's own protection does not shield it from its own reclaim.
  */
 static uint64_t min_headroom(struct rc *rc, sl_group *g)
 {
 	uint64_t room = UINT64_MAX;
+	sl_group *end = rc->scope->parent;
 
-	for (; g && g != rc->scope; g = g->parent) {
+	for (; g && g != end; g = g->parent) {
 		uint64_t min = sl__load(&g->min, SL_RELAXED), usage;
 
 		if (!min)
@@ -154,8 +159,11 @@ static uint64_t reclaim_group(struct rc *rc, sl_group *g, uint64_t want, uint64_
 {
 	uint64_t before, after, ret, fell, got, usage;
 
+	/* A callback may free more than asked: the target can be met early. */
+	if (rc->freed >= rc->target || !g->reclaim_fn)
+		return 0;
 	want = min_u64(want, rc->target - rc->freed);
-	if (!g->reclaim_fn || !want)
+	if (!want)
 		return 0;
 	if (rc->t->policy != SL_POLICY_PROTECTION)
 		want = min_u64(want, min_headroom(rc, g));
@@ -359,10 +367,10 @@ static uint64_t take_subtree(struct rc *rc, struct node *v, size_t i, uint64_t a
 
 /*
  * Reclaim up to amount from top's subtree in proportion to what each group
- * holds above its min (top's own min counted unless ignore_top_min), a few
- * rounds in case some callbacks free less than asked.
+ * holds above its min, a few rounds in case some callbacks free less than
+ * asked.
  */
-static uint64_t proportional(struct rc *rc, sl_group *top, uint64_t amount, bool ignore_top_min)
+static uint64_t proportional(struct rc *rc, sl_group *top, uint64_t amount)
 {
 	uint64_t got = 0;
 	struct node *v;
@@ -378,8 +386,6 @@ static uint64_t proportional(struct rc *rc, sl_group *top, uint64_t amount, bool
 		refresh(v, n);
 		for (i = 0; i < n; i++)
 			v[i].floor = sl__load(&v[i].g->min, SL_RELAXED);
-		if (ignore_top_min)
-			v[0].floor = 0;
 		compute_rec(v, n);
 		step = take_subtree(rc, v, 0, amount - got);
 		if (!step)
@@ -529,7 +535,7 @@ static uint64_t guarantee_shrink(struct rc *rc, struct cand *cs, size_t n, struc
 		got += step;
 	}
 	if (!any_over && got < need && rc->freed < rc->target)
-		got += proportional(rc, g, need - got, g == rc->scope);
+		got += proportional(rc, g, need - got);
 	return got;
 }
 
@@ -633,7 +639,7 @@ static void pass1_gatekeeper(struct rc *rc, struct cand *c, size_t n)
 			continue;
 		e = min_u64(e, rc->target - rc->freed);
 		if (soft_of(x->g))
-			proportional(rc, x->g, e, false); /* open the gate */
+			proportional(rc, x->g, e); /* open the gate */
 		else
 			reclaim_group(rc, x->g, e, 0);
 		x->done = true;
@@ -704,7 +710,9 @@ static void protection_pass(struct rc *rc, struct node *v, size_t n, bool low_to
 		for (i = 0; i < n; i++) {
 			uint64_t prot = low_too ? (v[i].emin > v[i].elow ? v[i].emin : v[i].elow) : v[i].emin;
 
-			w[i] = v[i].usage > prot ? muldiv(v[i].own, v[i].usage - prot, v[i].usage) : 0;
+			/* A callback that freed nothing is not asked again in
+			 * this pass: its share goes to the others. */
+			w[i] = v[i].usage > prot && !v[i].done ? muldiv(v[i].own, v[i].usage - prot, v[i].usage) : 0;
 			total += w[i];
 		}
 		if (!total)
@@ -714,9 +722,16 @@ static void protection_pass(struct rc *rc, struct node *v, size_t n, bool low_to
 			step = left / 16;
 		step = min_u64(min_u64(step ? step : 1, left), total);
 		split(step, w, want, n);
-		for (i = 0; i < n; i++)
-			if (want[i])
-				got += reclaim_group(rc, v[i].g, want[i], low_too ? 0 : v[i].elow);
+		for (i = 0; i < n; i++) {
+			uint64_t one;
+
+			if (!want[i])
+				continue;
+			one = reclaim_group(rc, v[i].g, want[i], low_too ? 0 : v[i].elow);
+			if (!one)
+				v[i].done = true;
+			got += one;
+		}
 		if (!got)
 			break;
 	}
@@ -728,12 +743,14 @@ out:
 static void reclaim_protection(struct rc *rc)
 {
 	struct node *v;
-	size_t n;
+	size_t n, i;
 
 	v = snapshot(rc->t, rc->scope, &n);
 	if (!v)
 		return;
 	protection_pass(rc, v, n, true);
+	for (i = 0; i < n; i++)
+		v[i].done = false;
 	if (rc->freed < rc->target)
 		protection_pass(rc, v, n, false);
 	free(v);
@@ -780,7 +797,7 @@ static uint64_t do_reclaim(sl_group *scope, uint64_t target)
 	}
 	give_back_index(&rc, c, c ? n : 0, outside);
 	if (rc.freed < target)
-		proportional(&rc, scope, target - rc.freed, true);
+		proportional(&rc, scope, target - rc.freed);
 	return rc.freed;
 }
 
@@ -842,6 +859,11 @@ int sl_tree_set_oom_handler(sl_tree *t, sl_oom_fn fn, void *ctx)
 {
 	if (!t)
 		return -EINVAL;
+	if (sl__tls_walk_tree == t) { /* inside a walk: the lock is ours */
+		t->oom_fn = fn;
+		t->oom_ctx = ctx;
+		return 0;
+	}
 	pthread_mutex_lock(&t->lock);
 	t->oom_fn = fn;
 	t->oom_ctx = ctx;

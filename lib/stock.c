@@ -150,6 +150,8 @@ struct sl__slot *sl__stock_bind(struct sl__stock *s, sl_group *g)
 	/* Release: pairs with a drainer's acquire load of the group, so that
 	 * a drainer that sees this group also sees the new tag. */
 	sl__store(&victim->group, g, SL_RELEASE);
+	/* Release: pairs with the seq_cst (acquire) load in quiesce_locked(),
+	 * so a waiter that sees 0 also sees the flush. */
 	sl__store(&s->inflight, 0, SL_RELEASE);
 found:
 	victim->cap = 2 * g->tree->batch;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Thread_local sl_tree *sl__tls_walk_tree;
+
 _Static_assert(sizeof(struct sl_group) <= 256, "a group must fit in 256 bytes plus its name");
 _Static_assert(offsetof(struct sl_group, name) <= 256 - 48, "room for a 47-byte name in 256 bytes");
 
@@ -286,10 +288,13 @@ int sl_group_create(sl_group *parent, const char *name, const struct sl_limits *
 	if (!sl__limits_valid(lim) || parent->depth >= SL_DEPTH_MAX)
 		return -EINVAL;
 
+	t = parent->tree;
+	/* Inside a walk of this tree the lock is ours already. */
+	if (sl__tls_walk_tree == t)
+		return -EBUSY;
 	g = group_alloc(name, len);
 	if (!g)
 		return -ENOMEM;
-	t = parent->tree;
 	g->tree = t;
 	g->parent = parent;
 	g->depth = parent->depth + 1;
@@ -329,9 +334,9 @@ int sl_group_destroy(sl_group *g)
 		return -EINVAL;
 	/* A reclaim holds pointers to groups while its callbacks run; one of
 	 * those callbacks must not free them under it. */
-	if (sl__tls_reclaim_owner)
-		return -EBUSY;
 	t = g->tree;
+	if (sl__tls_reclaim_owner || sl__tls_walk_tree == t)
+		return -EBUSY;
 	pthread_mutex_lock(&t->reclaim_lock);
 	pthread_mutex_lock(&t->lock);
 	if (g->nr_children) {

@@ -38,13 +38,23 @@ static int walk_locked(sl_group *top, sl_walk_fn fn, void *arg)
 
 int sl_group_walk(sl_group *scope, sl_walk_fn fn, void *arg)
 {
+	sl_tree *t;
 	int rc;
 
 	if (!sl__group_valid(scope) || !fn)
 		return -EINVAL;
-	pthread_mutex_lock(&scope->tree->lock);
+	t = scope->tree;
+	if (sl__tls_walk_tree == t) /* nested: the lock is ours already */
+		return walk_locked(scope, fn, arg);
+	pthread_mutex_lock(&t->lock);
+	/* While we hold the topology lock, nothing this thread calls may
+	 * reclaim (reclaim takes it) or change the topology. */
+	sl__tls_walk_tree = t;
+	sl__tls_in_reclaim++;
 	rc = walk_locked(scope, fn, arg);
-	pthread_mutex_unlock(&scope->tree->lock);
+	sl__tls_in_reclaim--;
+	sl__tls_walk_tree = NULL;
+	pthread_mutex_unlock(&t->lock);
 	return rc;
 }
 
@@ -52,24 +62,29 @@ int sl_group_lookup(sl_group *scope, const char *path, sl_group **out)
 {
 	sl_group *g = scope;
 	const char *p = path;
+	bool locked;
 
 	if (!sl__group_valid(scope) || !path || !out)
 		return -EINVAL;
-	pthread_mutex_lock(&scope->tree->lock);
+	/* The path's form first, so the answer does not depend on the tree. */
+	for (p = path; *p; p++)
+		if (*p == '/' && (p == path || p[1] == '/' || p[1] == '\0'))
+			return -EINVAL;
+	p = path;
+	locked = sl__tls_walk_tree != scope->tree;
+	if (locked)
+		pthread_mutex_lock(&scope->tree->lock);
 	while (*p) {
 		const char *slash = strchr(p, '/');
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
 
-		if (len == 0 || (slash && !slash[1])) {
-			pthread_mutex_unlock(&scope->tree->lock);
-			return -EINVAL;
-		}
 		g = sl__child_find(g, p, len);
 		if (!g)
 			break;
 		p += len + (slash ? 1 : 0);
 	}
-	pthread_mutex_unlock(&scope->tree->lock);
+	if (locked)
+		pthread_mutex_unlock(&scope->tree->lock);
 	if (!g)
 		return -ENOENT;
 	*out = g;

@@ -236,9 +236,11 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
  * Stocks of the subtree are drained first.  Pass 1 reclaims only from the
  * groups the policy makes eligible, never below what the policy grants
  * them; pass 2, if pass 1 freed too little, reclaims from every group in
- * proportion to what it holds above its min.  min is never reclaimed (the
- * scope's own soft limit and protection do not shield it from its own
- * reclaim).  A callback is never asked for more than what remains of
+ * proportion to what it holds above its min.  min is never reclaimed, the
+ * scope's included (under SL_POLICY_PROTECTION the floor is the effective
+ * min, and as in cgroup v2 the scope's own protection does not shield it);
+ * the scope's own soft limit never shields it from its own reclaim.  A
+ * callback is never asked for more than what remains of
  * @target; what it returns is believed only as far as the group's usage
  * really fell.
  *
@@ -297,9 +299,12 @@ typedef int (*sl_walk_fn)(sl_group *g, unsigned depth, void *arg);
 /**
  * sl_group_walk() - visit @scope and every descendant, in pre-order.
  * Returns 0, the first nonzero value @fn returned, or -EINVAL for NULL
- * arguments.  Holds the tree's topology lock throughout: @fn may charge,
- * uncharge, read stats and limits and set limits, but must not create or
- * destroy groups of this tree, nor reclaim it.
+ * arguments.  Holds the tree's topology lock throughout; inside @fn the
+ * calls that would need it or reclaim refuse instead of deadlocking: charges
+ * do not reclaim (they fail at max), sl_reclaim() returns 0,
+ * sl_group_set_limits() returns -EBUSY if the new max needs reclaim, and
+ * sl_group_create()/sl_group_destroy() on this tree return -EBUSY.  Lookups,
+ * stats, dumps and nested walks of the tree work.
  */
 SL_API int sl_group_walk(sl_group *scope, sl_walk_fn fn, void *arg);
 
