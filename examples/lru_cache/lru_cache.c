@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lru_cache: a multi-tenant LRU cache over a softlimit tree.  See lru_cache.h.
+ *
+ * Each tenant has a chained hash table and a doubly linked LRU list (head =
+ * most recently used), both under the tenant's mutex.  The whole design
+ * follows from one rule of softlimit: sl_charge() may run reclaim callbacks
+ * in the calling thread, and a callback locks the tenant it evicts from,
+ * which may be any tenant, including the caller's.  So:
+ *
+ *  - lru_set() charges before it takes any lock, and an item is charged for
+ *    its whole life in the table: charged before it is linked, uncharged
+ *    only after it is unlinked;
+ *  - no thread ever holds two tenant locks, and nothing done under a tenant
+ *    lock can wait for a reclaim (sl_uncharge() and malloc() are all that
+ *    runs there), so a reclaim waiting for a tenant lock always gets it.
+ *
+ * Shared mode keeps the same tenants and tables but points every tenant's
+ * lock and LRU list at one mutex and one list in the cache.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "lru_cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct lru_item {
+	struct lru_item *hnext;      /* hash chain                                  */
+	struct lru_item *prev, *next; /* LRU list; prev is toward the head (newer)   */
+	struct lru_tenant *owner;
+	uint64_t hash;
+	uint32_t keylen, vlen;
+	unsigned char data[];        /* the key, then the value                     */
+};
+
+struct lru_list {
+	struct lru_item *head, *tail;
+};
+
+struct lru_tenant {
+	struct lru_cache *cache;
+	struct lru_tenant *parent;
+	struct lru_tenant *prev_all, *next_all; /* the cache's tenants, under tenants_lock */
+	unsigned nr_children;                   /* under tenants_lock                      */
+	sl_group *group;                        /* NULL in shared mode                     */
+	char *name;
+
+	pthread_mutex_t own_lock;
+	pthread_mutex_t *lock;  /* &own_lock, or the cache's lock in shared mode   */
+	struct lru_list own_lru;
+	struct lru_list *lru;   /* &own_lru, or the cache's list in shared mode     */
+	struct lru_item **buckets; /* under *lock; nbuckets is a power of two      */
+	size_t nbuckets;
+	struct lru_stats st;    /* under *lock                                      */
+};
+
+struct lru_cache {
+	sl_tree *tree;                  /* NULL in shared mode */
+	pthread_mutex_t tenants_lock;   /* the tenant list and child counts */
+	struct lru_tenant *tenants;
+
+	/* Shared mode only, all under lock. */
+	pthread_mutex_t lock;
+	struct lru_list lru;
+	uint64_t capacity, used;
+};
+
+#define LRU_BUCKETS_MIN 16
+
+/* ---- allocation ---- */
+
+/*
+ * Items are allocated and freed here and nowhere else, so that an adapter
+ * can put each tenant's items in its own arena.  @t is the tenant the item
+ * is charged to; item_free() gets NULL for the shared baseline's victims,
+ * whose owner may be gone by the time they are freed.
+ */
+static struct lru_item *item_alloc(struct lru_tenant *t, uint64_t size)
+{
+	(void)t;
+	return malloc((size_t)size);
+}
+
+static void item_free(struct lru_tenant *t, struct lru_item *it, uint64_t size)
+{
+	(void)t;
+	(void)size;
+	free(it);
+}
+
+/* ---- items, hash tables and LRU lists (callers hold the tenant's lock) ---- */
+
+uint64_t lru_item_size(size_t keylen, size_t vlen)
+{
+	return (uint64_t)sizeof(struct lru_item) + keylen + vlen;
+}
+
+static uint64_t item_size(const struct lru_item *it)
+{
+	return lru_item_size(it->keylen, it->vlen);
+}
+
+/* FNV-1a: short keys, no adversary in an example. */
+static uint64_t hash_key(const void *key, size_t len)
+{
+	const unsigned char *p = key;
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	while (len--) {
+		h ^= *p++;
+		h *= UINT64_C(1099511628211);
+	}
+	return h;
+}
+
+static void lru_unlink(struct lru_list *l, struct lru_item *it)
+{
+	if (it->prev)
+		it->prev->next = it->next;
+	else
+		l->head = it->next;
+	if (it->next)
+		it->next->prev = it->prev;
+	else
+		l->tail = it->prev;
+	it->prev = it->next = NULL;
+}
+
+static void lru_push_front(struct lru_list *l, struct lru_item *it)
+{
+	it->prev = NULL;
+	it->next = l->head;
+	if (l->head)
+		l->head->prev = it;
+	else
+		l->tail = it;
+	l->head = it;
+}
+
+static struct lru_item **bucket_of(struct lru_tenant *t, uint64_t hash)
+{
+	return &t->buckets[hash & (t->nbuckets - 1)];
+}
+
+/* The link that points at the item with this key, or at the chain's NULL end. */
+static struct lru_item **table_find(struct lru_tenant *t, uint64_t hash, const void *key,
+				    size_t keylen)
+{
+	struct lru_item **pp = bucket_of(t, hash);
+
+	for (; *pp; pp = &(*pp)->hnext) {
+		struct lru_item *it = *pp;
+
+		if (it->hash == hash && it->keylen == keylen && memcmp(it->data, key, keylen) == 0)
+			break;
+	}
+	return pp;
+}
+
+/* Doubles the table once it holds more items than buckets.  A failed
+ * allocation only leaves the chains longer. */
+static void table_grow(struct lru_tenant *t)
+{
+	size_t n = t->nbuckets * 2, i;
+	struct lru_item **nb;
+
+	if (t->st.items <= t->nbuckets || n < t->nbuckets)
+		return;
+	nb = calloc(n, sizeof(*nb));
+	if (!nb)
+		return;
+	for (i = 0; i < t->nbuckets; i++) {
+		struct lru_item *it = t->buckets[i], *next;
+
+		for (; it; it = next) {
+			next = it->hnext;
+			it->hnext = nb[it->hash & (n - 1)];
+			nb[it->hash & (n - 1)] = it;
+		}
+	}
+	free(t->buckets);
+	t->buckets = nb;
+	t->nbuckets = n;
+}
+
+static void item_link(struct lru_tenant *t, struct lru_item *it)
+{
+	struct lru_item **pp = bucket_of(t, it->hash);
+
+	it->hnext = *pp;
+	*pp = it;
+	lru_push_front(t->lru, it);
+	t->st.items++;
+	t->st.bytes += item_size(it);
+	if (t->cache->tree == NULL)
+		t->cache->used += item_size(it);
+	table_grow(t);
+}
+
+/* Takes @it out of its owner's table and LRU list; @pp is its hash link if
+ * the caller has it, else NULL. */
+static void item_unlink(struct lru_item *it, struct lru_item **pp)
+{
+	struct lru_tenant *o = it->owner;
+
+	if (!pp)
+		for (pp = bucket_of(o, it->hash); *pp != it; pp = &(*pp)->hnext)
+			;
+	*pp = it->hnext;
+	it->hnext = NULL;
+	lru_unlink(o->lru, it);
+	o->st.items--;
+	o->st.bytes -= item_size(it);
+	if (o->cache->tree == NULL)
+		o->cache->used -= item_size(it);
+}
+
+/*
+ * Uncharges and frees a chain of unlinked items (linked through hnext).
+ * Called with no tenant lock held.  @t is their owner, or NULL for the
+ * shared baseline's victims, which are not charged and whose owners may be
+ * gone by now.
+ */
+static void items_release(struct lru_tenant *t, struct lru_item *chain)
+{
+	struct lru_item *it, *next;
+
+	for (it = chain; it; it = next) {
+		uint64_t size = item_size(it);
+
+		next = it->hnext;
+		if (t && t->group)
+			sl_uncharge(t->group, size);
+		item_free(t, it, size);
+	}
+}
+
+/* ---- reclaim: the one callback softlimit calls ---- */
+
+/*
+ * Evicts @t's least recently used items until @target bytes are freed (the
+ * last one may overshoot: an item is freed whole).  The items are unlinked
+ * under the lock and uncharged after it, but before returning: softlimit
+ * believes the return value only as far as usage really fell.
+ */
+static uint64_t tenant_reclaim(sl_group *g, uint64_t target, void *ctx)
+{
+	struct lru_tenant *t = ctx;
+	struct lru_item *victims = NULL, *it;
+	uint64_t freed = 0;
+
+	(void)g;
+	pthread_mutex_lock(t->lock);
+	while (freed < target && (it = t->lru->tail) != NULL) {
+		item_unlink(it, NULL);
+		t->st.evictions++;
+		freed += item_size(it);
+		it->hnext = victims;
+		victims = it;
+	}
+	pthread_mutex_unlock(t->lock);
+	items_release(t, victims);
+	return freed;
+}
+
+/* ---- caches ---- */
+
+static int cache_alloc(struct lru_cache **out)
+{
+	struct lru_cache *c;
+
+	if (!out)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->tenants_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	*out = c;
+	return 0;
+}
+
+int lru_cache_create(const struct sl_tree_opts *opts, struct lru_cache **out)
+{
+	struct lru_cache *c;
+	int err = cache_alloc(out);
+
+	if (err)
+		return err;
+	c = *out;
+	err = sl_tree_create(opts, &c->tree);
+	if (err) {
+		lru_cache_destroy(c);
+		*out = NULL;
+	}
+	return err;
+}
+
+int lru_cache_create_shared(uint64_t capacity, struct lru_cache **out)
+{
+	int err;
+
+	if (!capacity)
+		return -EINVAL;
+	err = cache_alloc(out);
+	if (!err)
+		(*out)->capacity = capacity;
+	return err;
+}
+
+static void tenant_free(struct lru_tenant *t)
+{
+	pthread_mutex_destroy(&t->own_lock);
+	free(t->buckets);
+	free(t->name);
+	free(t);
+}
+
+/* Frees every item of @t without uncharging: the tree goes with the cache. */
+static void tenant_free_items(struct lru_tenant *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->nbuckets; i++) {
+		struct lru_item *it = t->buckets[i], *next;
+
+		for (; it; it = next) {
+			next = it->hnext;
+			item_free(t, it, item_size(it));
+		}
+	}
+}
+
+void lru_cache_destroy(struct lru_cache *c)
+{
+	struct lru_tenant *t, *next;
+
+	if (!c)
+		return;
+	for (t = c->tenants; t; t = next) {
+		next = t->next_all;
+		tenant_free_items(t);
+		tenant_free(t);
+	}
+	sl_tree_destroy(c->tree);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->tenants_lock);
+	free(c);
+}
+
+sl_tree *lru_cache_tree(struct lru_cache *c)
+{
+	return c ? c->tree : NULL;
+}
+
+/* ---- tenants ---- */
+
+/* Shared mode has no sl_group to check names, so it checks them as
+ * sl_group_create() would.  Caller holds tenants_lock. */
+static int shared_name_check(struct lru_cache *c, struct lru_tenant *parent, const char *name)
+{
+	size_t len = strlen(name);
+	struct lru_tenant *t;
+
+	if (len == 0 || len > SL_NAME_MAX || strchr(name, '/'))
+		return -EINVAL;
+	for (t = c->tenants; t; t = t->next_all)
+		if (t->parent == parent && strcmp(t->name, name) == 0)
+			return -EEXIST;
+	return 0;
+}
+
+int lru_tenant_create(struct lru_cache *c, struct lru_tenant *parent, const char *name,
+		      const struct sl_limits *lim, struct lru_tenant **out)
+{
+	static const struct sl_ops ops = { .reclaim = tenant_reclaim };
+	struct lru_tenant *t;
+	int err = 0;
+
+	if (!c || !name || !out || (parent && parent->cache != c))
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->cache = c;
+	t->parent = parent;
+	t->name = strdup(name);
+	t->nbuckets = LRU_BUCKETS_MIN;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	pthread_mutex_init(&t->own_lock, NULL);
+	t->lock = c->tree ? &t->own_lock : &c->lock;
+	t->lru = c->tree ? &t->own_lru : &c->lru;
+	if (!t->name || !t->buckets) {
+		tenant_free(t);
+		return -ENOMEM;
+	}
+
+	/* The tenant is whole before its group exists: the group's reclaim
+	 * callback may run on another thread as soon as it does. */
+	if (c->tree) {
+		sl_group *pg = parent ? parent->group : sl_tree_root(c->tree);
+
+		err = sl_group_create(pg, name, lim, &ops, t, &t->group);
+	}
+	pthread_mutex_lock(&c->tenants_lock);
+	if (!err && !c->tree)
+		err = shared_name_check(c, parent, name);
+	if (!err) {
+		t->next_all = c->tenants;
+		if (c->tenants)
+			c->tenants->prev_all = t;
+		c->tenants = t;
+		if (parent)
+			parent->nr_children++;
+	}
+	pthread_mutex_unlock(&c->tenants_lock);
+	if (err) {
+		tenant_free(t);
+		return err;
+	}
+	*out = t;
+	return 0;
+}
+
+int lru_tenant_destroy(struct lru_tenant *t)
+{
+	struct lru_cache *c;
+	struct lru_item *chain = NULL;
+	size_t i;
+	int err;
+
+	if (!t)
+		return -EINVAL;
+	c = t->cache;
+	pthread_mutex_lock(&c->tenants_lock);
+	err = t->nr_children ? -EBUSY : 0;
+	pthread_mutex_unlock(&c->tenants_lock);
+	if (err)
+		return err;
+
+	pthread_mutex_lock(t->lock);
+	for (i = 0; i < t->nbuckets; i++) {
+		while (t->buckets[i]) {
+			struct lru_item *it = t->buckets[i];
+
+			item_unlink(it, &t->buckets[i]);
+			it->hnext = chain;
+			chain = it;
+		}
+	}
+	pthread_mutex_unlock(t->lock);
+	items_release(t, chain);
+
+	/* Once the group is gone no reclaim can be inside our callback (the
+	 * library destroys a group only between reclaims), so t may go too. */
+	if (t->group) {
+		err = sl_group_destroy(t->group);
+		if (err)
+			return err;
+	}
+	pthread_mutex_lock(&c->tenants_lock);
+	if (t->prev_all)
+		t->prev_all->next_all = t->next_all;
+	else
+		c->tenants = t->next_all;
+	if (t->next_all)
+		t->next_all->prev_all = t->prev_all;
+	if (t->parent)
+		t->parent->nr_children--;
+	pthread_mutex_unlock(&c->tenants_lock);
+	tenant_free(t);
+	return 0;
+}
+
+sl_group *lru_tenant_group(struct lru_tenant *t)
+{
+	return t ? t->group : NULL;
+}
+
+const char *lru_tenant_name(struct lru_tenant *t)
+{
+	return t ? t->name : NULL;
+}
+
+int lru_tenant_stats(struct lru_tenant *t, struct lru_stats *out)
+{
+	if (!t || !out)
+		return -EINVAL;
+	pthread_mutex_lock(t->lock);
+	*out = t->st;
+	pthread_mutex_unlock(t->lock);
+	return 0;
+}
+
+/* ---- get, set, delete ---- */
+
+static bool key_ok(const void *key, size_t keylen)
+{
+	return key && keylen > 0 && keylen <= LRU_KEY_MAX;
+}
+
+/* Shared mode: evicts the global LRU tail until @size more bytes fit.
+ * Caller holds the cache's lock and checked that @size <= capacity. */
+static struct lru_item *shared_make_room(struct lru_cache *c, uint64_t size)
+{
+	struct lru_item *victims = NULL, *it;
+
+	while (c->used + size > c->capacity && (it = c->lru.tail) != NULL) {
+		item_unlink(it, NULL);
+		it->owner->st.evictions++;
+		it->hnext = victims;
+		victims = it;
+	}
+	return victims;
+}
+
+int lru_set(struct lru_tenant *t, const void *key, size_t keylen, const void *value, size_t vlen)
+{
+	struct lru_item *it, **pp, *old = NULL, *victims = NULL;
+	uint64_t size;
+	int err = 0;
+
+	if (!t || !key_ok(key, keylen) || (!value && vlen) || vlen > LRU_VALUE_MAX)
+		return -EINVAL;
+	size = lru_item_size(keylen, vlen);
+	if (!t->group && size > t->cache->capacity)
+		err = -ENOMEM;
+	it = err ? NULL : item_alloc(t, size);
+	if (!it)
+		err = -ENOMEM;
+	/* No lock held: this may reclaim, and reclaim may lock t. */
+	if (!err && t->group)
+		err = sl_charge(t->group, size, 0);
+	if (err) {
+		pthread_mutex_lock(t->lock);
+		t->st.set_fails++;
+		pthread_mutex_unlock(t->lock);
+		if (it)
+			item_free(t, it, size);
+		return err;
+	}
+
+	it->owner = t;
+	it->hash = hash_key(key, keylen);
+	it->keylen = (uint32_t)keylen;
+	it->vlen = (uint32_t)vlen;
+	memcpy(it->data, key, keylen);
+	if (vlen)
+		memcpy(it->data + keylen, value, vlen);
+
+	pthread_mutex_lock(t->lock);
+	pp = table_find(t, it->hash, key, keylen);
+	if (*pp) {
+		old = *pp;
+		item_unlink(old, pp);
+	}
+	if (!t->group)
+		victims = shared_make_room(t->cache, size);
+	item_link(t, it);
+	t->st.sets++;
+	pthread_mutex_unlock(t->lock);
+
+	if (old)
+		items_release(t, old);
+	items_release(NULL, victims);
+	/* The safe point for high: out of every lock, on the way out. */
+	if (t->group && sl_high_pending())
+		sl_handle_over_high(t->group);
+	return 0;
+}
+
+int lru_get(struct lru_tenant *t, const void *key, size_t keylen, void *buf, size_t size,
+	    size_t *vlen)
+{
+	struct lru_item *it;
+	int err = 0;
+
+	if (!t || !key_ok(key, keylen) || (!buf && size))
+		return -EINVAL;
+	pthread_mutex_lock(t->lock);
+	it = *table_find(t, hash_key(key, keylen), key, keylen);
+	if (it) {
+		lru_unlink(t->lru, it);
+		lru_push_front(t->lru, it);
+		if (size)
+			memcpy(buf, it->data + it->keylen, size < it->vlen ? size : it->vlen);
+		if (vlen)
+			*vlen = it->vlen;
+		t->st.hits++;
+	} else {
+		t->st.misses++;
+		err = -ENOENT;
+	}
+	pthread_mutex_unlock(t->lock);
+	return err;
+}
+
+int lru_delete(struct lru_tenant *t, const void *key, size_t keylen)
+{
+	struct lru_item **pp, *it;
+
+	if (!t || !key_ok(key, keylen))
+		return -EINVAL;
+	pthread_mutex_lock(t->lock);
+	pp = table_find(t, hash_key(key, keylen), key, keylen);
+	it = *pp;
+	if (it)
+		item_unlink(it, pp);
+	pthread_mutex_unlock(t->lock);
+	if (!it)
+		return -ENOENT;
+	items_release(t, it);
+	return 0;
+}
