@@ -473,12 +473,12 @@ static void op_reclaim(struct input *in)
 		FAIL("honest callbacks freed %" PRIu64 " but reclaim said %" PRIu64, fell, freed);
 	if (freed > target)
 		FAIL("reclaim took %" PRIu64 " for a target of %" PRIu64, freed, target);
-	/* min is never reclaimed below the scope (PROTECTION's floor is the
-	 * effective min); as in the kernel, the scope's own min and its
-	 * ancestors' do not shield the scope from its own reclaim. */
+	/* min is never reclaimed, the scope's own included (PROTECTION's floor
+	 * is the effective min); the scope's ancestors only see its usage
+	 * fall. */
 	if (policy != SL_POLICY_PROTECTION)
 		for (j = 0; j < NG; j++)
-			if (m[j].alive && j != i && below(j, i) && before[j] >= m[j].lim.min &&
+			if (m[j].alive && below(j, i) && before[j] >= m[j].lim.min &&
 			    usage_of(j) < m[j].lim.min)
 				FAIL("group %d reclaimed below its min", j);
 }
