@@ -145,7 +145,8 @@ SL_API uint64_t sl_tree_batch(sl_tree *t);
  *
  * Errors: -EINVAL for a NULL @parent or @out, a bad name, inconsistent limits
  * (min or soft above max) or a depth beyond SL_DEPTH_MAX; -EEXIST when a
- * sibling has that name; -ENOMEM when memory runs out (the tree is as it was).
+ * sibling has that name; -ENOMEM when memory runs out (the tree is as it was);
+ * -EBUSY when called from inside sl_group_walk() of the same tree.
  * Thread-safe: groups may be created and destroyed while other threads
  * charge, uncharge or create elsewhere in the tree.
  */
@@ -157,7 +158,9 @@ SL_API int sl_group_create(sl_group *parent, const char *name, const struct sl_l
  * Units that per-thread stocks hold for it are given back first.
  *
  * Errors: -EINVAL for NULL or the root (the root goes with its tree);
- * -EBUSY while it has children or charges.  Thread-safe with respect to
+ * -EBUSY while it has children or charges, and when called from inside a
+ * reclaim callback or sl_group_walk() of the same tree.  Waits for a
+ * reclaim of the tree in progress to finish.  Thread-safe with respect to
  * other groups; nothing may charge @g concurrently.
  */
 SL_API int sl_group_destroy(sl_group *g);
