@@ -46,7 +46,7 @@ struct node {
 	uint32_t end;
 	uint64_t usage, own, floor;
 	uint64_t rec;   /* what the subtree can give above its floors */
-	uint64_t emin, elow, share;
+	uint64_t emin, elow;
 	uint64_t acc;
 	bool done;      /* PROTECTION: freed nothing when asked in this pass */
 };
