@@ -20,13 +20,15 @@ _Thread_local unsigned sl__tls_in_reclaim;
 
 /*
  * Charge amount to g and every ancestor, each level by a CAS that refuses to
- * pass its max (its high too, when below_high): a counter never passes max,
- * not even for an instant, unless SL_FORCE.  On failure the levels already
- * charged are undone and *fail names the group in the way.
+ * pass its max: a counter never passes max, not even for an instant, unless
+ * SL_FORCE.  stocked is the part of amount that goes into a stock rather
+ * than to the host: a charge with one must not pass high either (a stock
+ * never takes a group past high).  On failure the levels already charged are undone and *fail
+ * names the group in the way.
  * Relaxed throughout: each counter is exact by itself, and no other memory
  * is published through them.
  */
-int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, bool below_high, sl_group **fail)
+int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stocked, sl_group **fail)
 {
 	uint64_t now[SL_DEPTH_MAX + 1];
 	bool force = flags & SL_FORCE;
@@ -38,7 +40,7 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, bool below_hig
 		uint64_t cur = sl__load(&p->count, SL_RELAXED);
 		uint64_t lim = force ? UINT64_MAX : sl__load(&p->max, SL_RELAXED);
 
-		if (below_high) {
+		if (stocked) {
 			uint64_t high = sl__load(&p->high, SL_RELAXED);
 
 			if (high < lim)
@@ -59,6 +61,9 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, bool below_hig
 	/* Peaks and events only once the whole charge stands. */
 	for (p = g, i = 0; p; p = p->parent, i++) {
 		sl__max_relaxed(&p->peak, now[i]);
+		/* With the stock's units: the index must hold every group
+		 * whose usage may pass soft through its stocks; reclaim
+		 * drops the ones that turn out not to be over. */
 		sl__over_check(p, now[i]);
 		if (now[i] > sl__load(&p->high, SL_RELAXED)) {
 			sl__count(&p->events_high);
@@ -92,7 +97,7 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	struct sl__slot *sl = sl__stock_bind(s, g);
 	uint64_t w;
 
-	if (sl__counter_try(g, amount + batch, 0, true, NULL) != 0)
+	if (sl__counter_try(g, amount + batch, 0, batch, NULL) != 0)
 		return 1;
 	w = sl__load(&sl->word, SL_RELAXED);
 	/* A ledger too full to take amount is folded into local below: until
@@ -154,7 +159,7 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 	int rc;
 
 	for (;;) {
-		rc = sl__counter_try(g, amount, 0, false, &fail);
+		rc = sl__counter_try(g, amount, 0, 0, &fail);
 		if (rc != -ENOMEM)
 			break;
 		/* Drain the stocks under the group in the way unless a drain
@@ -191,7 +196,7 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 		}
 		force_room(g, amount, drained);
 		/* Fails only if a counter would overflow. */
-		rc = sl__counter_try(g, amount, SL_FORCE, false, NULL);
+		rc = sl__counter_try(g, amount, SL_FORCE, 0, NULL);
 	}
 	if (rc == 0)
 		sl__fetch_add(&g->local, amount, SL_RELAXED);

@@ -163,7 +163,7 @@ void sl__slot_flush(sl_group *g, uint64_t units, uint64_t ledger);
 
 /* charge.c */
 extern _Thread_local unsigned sl__tls_in_reclaim;
-int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, bool below_high, sl_group **fail);
+int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stocked, sl_group **fail);
 void sl__counter_cancel(sl_group *g, uint64_t amount);
 int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags);
 int sl__uncharge_slow(sl_group *g, uint64_t amount);
