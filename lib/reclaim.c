@@ -686,9 +686,13 @@ static void compute_protection(struct node *v, size_t n)
 			}
 		}
 	}
+	/* For stats; written only when changed, so that a reclaim of a big
+	 * subtree does not dirty a cache line per group per round. */
 	for (i = 0; i < n; i++) {
-		sl__store(&v[i].g->emin, v[i].emin, SL_RELAXED);
-		sl__store(&v[i].g->esoft, v[i].elow, SL_RELAXED);
+		if (sl__load(&v[i].g->emin, SL_RELAXED) != v[i].emin)
+			sl__store(&v[i].g->emin, v[i].emin, SL_RELAXED);
+		if (sl__load(&v[i].g->esoft, SL_RELAXED) != v[i].elow)
+			sl__store(&v[i].g->esoft, v[i].elow, SL_RELAXED);
 	}
 }
 
