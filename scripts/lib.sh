@@ -24,7 +24,10 @@ sl_clang_rt_package() {
 # shellcheck disable=SC2034 # used by the scripts that source this file
 SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev)
 # shellcheck disable=SC2034
-SL_TEST_PACKAGES=("${SL_BUILD_PACKAGES[@]}" g++ clang "$(sl_clang_rt_package)" check)
+# libmemcached-tools (memccapable, memcaslap) and memcached: the slcache
+# server's protocol test and benchmark.
+SL_TEST_PACKAGES=("${SL_BUILD_PACKAGES[@]}" g++ clang "$(sl_clang_rt_package)" check
+	libmemcached-tools memcached)
 
 sl_missing_packages() {
 	local pkg status

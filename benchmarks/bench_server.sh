@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# benchmarks/bench_server.sh [--quick] - memcaslap (libmemcached-tools)
+# against Debian's memcached, examples/slcache and slcache --no-accounting,
+# in the same run on the same machine: 2 client threads, 16 connections,
+# the default 90% get / 10% set mix of 1 KB values.  Each variant runs
+# SL_SERVER_RUNS times (default 3, --quick 1) for SL_SERVER_SECONDS (default
+# 5, --quick 2) seconds, interleaved; the median ops/s counts.
+#
+# stdout: one JSON line per variant, {"bench":"server","variant":...,"ops_per_s":...},
+# also written to benchmarks/results/server.jsonl; stderr: progress and the table.
+# Goals: slcache >= 80% of memcached; accounting cost = 1 - slcache/no-accounting < 3%.
+# Servers get 2 worker threads and 1 GB (nothing is evicted).  slcache is
+# built (Release) in $SL_BUILD_DIR (default build/bench) unless it is there.
+# Missing packages (libmemcached-tools, memcached) are installed when root;
+# memcached is otherwise skipped, memcaslap is required.
+set -euo pipefail
+
+SL_PROG=benchmarks/bench_server.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+
+RUNS=${SL_SERVER_RUNS:-3}
+SECS=${SL_SERVER_SECONDS:-5}
+for arg in "$@"; do
+	case $arg in
+	--quick)
+		RUNS=${SL_SERVER_RUNS:-1}
+		SECS=${SL_SERVER_SECONDS:-2}
+		;;
+	-h | --help)
+		sed -n '3,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "$SL_PROG: unknown argument '$arg' (usage: bench_server.sh [--quick])" >&2
+		exit 2
+		;;
+	esac
+done
+
+log() { printf '%s\n' "$*" >&2; }
+
+# Tools -------------------------------------------------------------------
+
+apt_install() {
+	[ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 || return 0
+	log "==> installing $*"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1 ||
+		{ apt-get update >/dev/null 2>&1 &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" \
+				>/dev/null 2>&1; } || true
+}
+find_slap() { command -v memcaslap || command -v memaslap || true; } 2>/dev/null
+SLAP=$(find_slap)
+[ -n "$SLAP" ] || { apt_install libmemcached-tools; SLAP=$(find_slap); }
+[ -n "$SLAP" ] || sl_die "memcaslap not found: apt-get install libmemcached-tools"
+MEMCACHED=$(command -v memcached 2>/dev/null || true)
+[ -n "$MEMCACHED" ] || { apt_install memcached; MEMCACHED=$(command -v memcached 2>/dev/null || true); }
+[ -n "$MEMCACHED" ] || log "$SL_PROG: memcached not found (apt-get install memcached): skipped"
+
+B=${SL_BUILD_DIR:-$SL_ROOT/build/bench}
+if [ ! -f "$B/CMakeCache.txt" ]; then
+	log "==> configuring a Release build in $B"
+	sl_configure "$B" --log-level=WARNING -DCMAKE_BUILD_TYPE=Release -DSL_WERROR=OFF \
+		-DSL_SANITIZE= -DSL_COVERAGE=OFF -DSL_BUILD_TESTS=OFF -DSL_BUILD_EXAMPLES=ON >&2
+fi
+cmake --build "$B" -j"$SL_JOBS" --target slcache >&2
+SLCACHE=$B/examples/slcache
+[ -x "$SLCACHE" ] || sl_die "no slcache at $SLCACHE (is SL_BUILD_EXAMPLES on in $B?)"
+
+# Servers -----------------------------------------------------------------
+
+SRV_PID=
+SRV_PORT=
+cleanup() { [ -z "$SRV_PID" ] || kill -KILL "$SRV_PID" 2>/dev/null || true; }
+trap cleanup EXIT
+
+# start_server VARIANT - on a free port of 127.0.0.1.
+start_server() {
+	local _ __
+	for _ in $(seq 1 20); do
+		SRV_PORT=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		case $1 in
+		memcached)
+			local user=()
+			[ "$(id -u)" -ne 0 ] || user=(-u root)
+			"$MEMCACHED" "${user[@]}" -l 127.0.0.1 -p "$SRV_PORT" -U 0 -t 2 -m 1024 -c 4096 2>/dev/null &
+			;;
+		slcache) "$SLCACHE" -l 127.0.0.1 -p "$SRV_PORT" -t 2 -m 1024 -c 4096 2>/dev/null & ;;
+		no-accounting)
+			"$SLCACHE" -l 127.0.0.1 -p "$SRV_PORT" -t 2 -m 1024 -c 4096 --no-accounting 2>/dev/null &
+			;;
+		esac
+		SRV_PID=$!
+		for __ in $(seq 1 100); do
+			kill -0 "$SRV_PID" 2>/dev/null || break
+			if (exec 3<>"/dev/tcp/127.0.0.1/$SRV_PORT") 2>/dev/null; then
+				kill -0 "$SRV_PID" 2>/dev/null && return 0
+				break
+			fi
+			sleep 0.05
+		done
+		kill -KILL "$SRV_PID" 2>/dev/null || true
+		wait "$SRV_PID" 2>/dev/null || true
+		SRV_PID=
+	done
+	sl_die "could not start $1 on a free port"
+}
+
+stop_server() {
+	kill -TERM "$SRV_PID" 2>/dev/null || true
+	wait "$SRV_PID" 2>/dev/null || true
+	SRV_PID=
+}
+
+# server_cpu - the server's CPU seconds (user + system) and requests served,
+# from its "stats".
+server_cpu() {
+	local line cpu=0 ops=0 k v
+	exec 3<>"/dev/tcp/127.0.0.1/$SRV_PORT"
+	printf 'stats\r\n' >&3
+	while IFS= read -r -t 5 line <&3; do
+		line=${line%$'\r'}
+		[ "$line" != END ] || break
+		read -r _ k v <<<"$line"
+		case $k in
+		rusage_user | rusage_system) cpu=$(awk -v a="$cpu" -v b="$v" 'BEGIN { print a + b }') ;;
+		cmd_get | cmd_set) ops=$((ops + v)) ;;
+		esac
+	done
+	exec 3>&-
+	printf '%s %s\n' "$cpu" "$ops"
+}
+
+# one_run VARIANT - prints the ops/s memcaslap measured and the server's
+# CPU microseconds per request.
+one_run() {
+	local out tps cpu ops
+	start_server "$1"
+	out=$("$SLAP" -s "127.0.0.1:$SRV_PORT" -T 2 -c 16 -t "${SECS}s" 2>&1) || true
+	read -r cpu ops < <(server_cpu)
+	stop_server
+	tps=$(sed -n 's/.*TPS: *\([0-9][0-9]*\).*/\1/p' <<<"$out" | tail -n 1)
+	[ -n "$tps" ] || sl_die "$1: no TPS in memcaslap's output: $(tail -n 3 <<<"$out")"
+	printf '%s %s\n' "$tps" "$(awk -v c="$cpu" -v n="$ops" 'BEGIN { printf "%.3f", n ? 1e6 * c / n : 0 }')"
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+VARIANTS=(slcache no-accounting)
+[ -z "$MEMCACHED" ] || VARIANTS=(memcached "${VARIANTS[@]}")
+declare -A RES CPU
+for v in "${VARIANTS[@]}"; do RES[$v]=""; CPU[$v]=""; done
+
+log "==> $(basename "$SLAP") -T 2 -c 16 -t ${SECS}s, $RUNS run(s) per server, interleaved"
+for r in $(seq 1 "$RUNS"); do
+	for v in "${VARIANTS[@]}"; do
+		read -r t c < <(one_run "$v")
+		log "    run $r/$RUNS  $(printf '%-14s' "$v") $t ops/s, server CPU $c us/request"
+		RES[$v]+="$t"$'\n'
+		CPU[$v]+="$c"$'\n'
+	done
+done
+
+declare -A MED MEDCPU
+for v in "${VARIANTS[@]}"; do
+	MED[$v]=$(printf '%s' "${RES[$v]}" | median)
+	MEDCPU[$v]=$(printf '%s' "${CPU[$v]}" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+done
+
+# Results -------------------------------------------------------------------
+
+R=$SL_ROOT/benchmarks/results
+mkdir -p "$R"
+JSON=""
+for v in "${VARIANTS[@]}"; do
+	JSON+=$(printf '{"bench":"server","variant":"%s","ops_per_s":%s,"server_cpu_us_per_req":%s,"runs":%s,"seconds":%s,"client":"memcaslap -T 2 -c 16"}' \
+		"$v" "${MED[$v]}" "${MEDCPU[$v]}" "$RUNS" "$SECS")$'\n'
+done
+printf '%s' "$JSON"
+printf '%s' "$JSON" >"$R/server.jsonl.tmp.$$" && mv "$R/server.jsonl.tmp.$$" "$R/server.jsonl"
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", 100 * a / b }'; }
+log ""
+log "$(printf '%-28s %12s %10s %16s' server 'ops/s' 'relative' 'CPU us/request')"
+for v in "${VARIANTS[@]}"; do
+	case $v in
+	memcached) name="memcached $("$MEMCACHED" -V 2>/dev/null | awk '{ print $2 }')" ;;
+	slcache) name="slcache (softlimit)" ;;
+	no-accounting) name="slcache --no-accounting" ;;
+	esac
+	base=${MED[memcached]:-${MED[no-accounting]}}
+	log "$(printf '%-28s %12s %9s%% %16s' "$name" "${MED[$v]}" "$(ratio "${MED[$v]}" "$base")" "${MEDCPU[$v]}")"
+done
+log ""
+cost=$(awk -v a="${MED[slcache]}" -v b="${MED[no-accounting]}" 'BEGIN { printf "%.1f", 100 * (1 - a / b) }')
+goal_cost=$(awk -v c="$cost" 'BEGIN { print (c < 3) ? "met" : "NOT met" }')
+log "accounting cost = 1 - slcache/no-accounting = $cost%  (goal < 3%: $goal_cost)"
+cpucost=$(awk -v a="${MEDCPU[slcache]}" -v b="${MEDCPU[no-accounting]}" 'BEGIN { printf "%.1f", (b > 0 ? 100 * (a / b - 1) : 0) }')
+log "accounting cost in server CPU per request = $cpucost% (less noisy than ops/s)"
+if [ -n "$MEMCACHED" ]; then
+	vs=$(ratio "${MED[slcache]}" "${MED[memcached]}")
+	goal_vs=$(awk -v c="$vs" 'BEGIN { print (c >= 80) ? "met" : "NOT met" }')
+	log "slcache / memcached = $vs%  (goal >= 80%: $goal_vs)"
+fi
+log "(one machine, client and server share its $(nproc) CPUs: expect a few % of noise per run)"

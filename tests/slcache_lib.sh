@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# Shared by tests/slcache_*.sh: start examples/slcache on a free port, talk
+# to it over bash's /dev/tcp, stop it with SIGTERM and check it shut down
+# cleanly (exit status 0: under ASan that includes no leaks).
+
+SLC_PID=
+SLC_PORT=
+SLC_LOG=$(mktemp "${TMPDIR:-/tmp}/slcache-test.XXXXXX")
+
+slc_cleanup() {
+	if [ -n "$SLC_PID" ] && kill -0 "$SLC_PID" 2>/dev/null; then
+		kill -KILL "$SLC_PID" 2>/dev/null || true
+	fi
+	rm -f "$SLC_LOG"
+}
+trap slc_cleanup EXIT
+
+slc_fail() {
+	printf 'FAIL: %s\n' "$*" >&2
+	if [ -s "$SLC_LOG" ]; then
+		printf -- '--- slcache stderr:\n' >&2
+		tail -n 40 "$SLC_LOG" >&2
+	fi
+	exit 1
+}
+
+# slc_start BIN [slcache args...] - start BIN on a free port of 127.0.0.1.
+slc_start() {
+	local bin=$1 try _
+	shift
+	[ -x "$bin" ] || slc_fail "no slcache binary at '$bin'"
+	for try in $(seq 1 20); do
+		SLC_PORT=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		"$bin" -l 127.0.0.1 -p "$SLC_PORT" "$@" 2>"$SLC_LOG" &
+		SLC_PID=$!
+		for _ in $(seq 1 100); do
+			kill -0 "$SLC_PID" 2>/dev/null || break
+			if (exec 3<>"/dev/tcp/127.0.0.1/$SLC_PORT") 2>/dev/null; then
+				kill -0 "$SLC_PID" 2>/dev/null && return 0
+				break
+			fi
+			sleep 0.05
+		done
+		kill -KILL "$SLC_PID" 2>/dev/null || true
+		wait "$SLC_PID" 2>/dev/null || true
+		SLC_PID=
+		: "try $try: port $SLC_PORT was not usable"
+	done
+	slc_fail "could not start $bin on a free port"
+}
+
+# slc_stop - SIGTERM; the server must exit 0 within 20 s.
+slc_stop() {
+	local _ rc
+	[ -n "$SLC_PID" ] || return 0
+	kill -TERM "$SLC_PID" 2>/dev/null || slc_fail "slcache (pid $SLC_PID) died before the end"
+	for _ in $(seq 1 400); do
+		kill -0 "$SLC_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -0 "$SLC_PID" 2>/dev/null && slc_fail "slcache did not stop within 20 s of SIGTERM"
+	rc=0
+	wait "$SLC_PID" || rc=$?
+	SLC_PID=
+	[ "$rc" -eq 0 ] || slc_fail "slcache exited with status $rc after SIGTERM"
+}
+
+slc_alive() {
+	kill -0 "$SLC_PID" 2>/dev/null || slc_fail "slcache is not running any more"
+}
+
+# slc_open FD - open a connection on file descriptor FD (3..9).
+slc_open() {
+	eval "exec $1<>/dev/tcp/127.0.0.1/$SLC_PORT" || slc_fail "cannot connect to port $SLC_PORT"
+}
+
+slc_close() {
+	eval "exec $1>&-" 2>/dev/null || true
+}
+
+# slc_line FD - print the next answer line from FD without its "\r".
+slc_line() {
+	local line
+	IFS= read -r -t 5 line <&"$1" || slc_fail "no answer within 5 s (connection $1)"
+	printf '%s\n' "${line%$'\r'}"
+}
+
+# slc_expect FD EXPECTED - the next line must be EXPECTED (a glob pattern).
+slc_expect() {
+	local got
+	got=$(slc_line "$1")
+	# shellcheck disable=SC2053 # a glob on purpose
+	[[ $got == $2 ]] || slc_fail "expected '$2', got '$got'"
+}
+
+# slc_version_ok - a fresh connection answers "version".
+slc_version_ok() {
+	slc_open 9
+	printf 'version\r\n' >&9
+	slc_expect 9 'VERSION *'
+	slc_close 9
+}
