@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Turn benchmarks/results/*.jsonl into gnuplot inputs or markdown tables.
+
+    results.py plots  RESULTS_DIR   # writes RESULTS_DIR/plot/*.dat and *.gp
+    results.py tables RESULTS_DIR   # prints markdown tables on stdout
+
+Standard library only.  Missing or empty files are skipped.  The gnuplot
+scripts write RESULTS_DIR/{charge,reclaim,isolation}.png; benchmarks/run
+runs them.
+"""
+import json
+import math
+import os
+import sys
+
+VARIANTS = ["shared", "static", "guarantee", "gatekeeper", "protection"]
+POLICIES = ["guarantee", "gatekeeper", "protection"]
+
+
+def load(path):
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                pass
+    return rows
+
+
+def q(s):
+    return '"' + str(s).replace('"', "'") + '"'
+
+
+# ------------------------------------------------------------------ plots
+
+def charge_plot(res, out):
+    rows = [r for r in load(os.path.join(res, "charge.jsonl")) if r.get("bench") == "charge"]
+    if not rows:
+        return None
+    series = {}
+    for r in rows:
+        label = r["variant"] + (" batch %d" % r["batch"] if r["variant"] == "softlimit" else "")
+        series.setdefault((r["threads"], label), []).append((r["depth"], r["ns_per_op"]))
+    threads = sorted({t for t, _ in series})
+    labels = sorted({l for _, l in series}, key=lambda l: (not l.startswith("softlimit"), l))
+    gp = ["set terminal pngcairo size 1200,500 noenhanced",
+          "set output %s" % q(os.path.join(res, "charge.png")),
+          "set multiplot layout 1,%d title %s" % (len(threads), q(
+              "bench_charge: ns per charge+uncharge pair (median; 2 threads charge the same group)")),
+          "set logscale y", "set grid", "set key below horizontal",
+          "set xlabel 'depth (levels below the root)'", "set ylabel 'ns/op (log)'",
+          "set xtics (1,4,8)", "set xrange [0.5:8.5]"]
+    for t in threads:
+        plots = []
+        for label in labels:
+            pts = sorted(series.get((t, label), []))
+            if not pts:
+                continue
+            fn = os.path.join(out, "charge_t%d_%s.dat" % (t, label.replace(" ", "_")))
+            with open(fn, "w") as f:
+                for d, ns in pts:
+                    f.write("%d %.3f\n" % (d, ns))
+            plots.append("%s using 1:2 with linespoints lw 2 title %s" % (q(fn), q(label)))
+        gp.append("set title %s" % q("%d thread%s" % (t, "" if t == 1 else "s")))
+        gp.append("plot " + ", ".join(plots))
+    gp.append("unset multiplot")
+    return gp
+
+
+def reclaim_plot(res, out):
+    rows = [r for r in load(os.path.join(res, "reclaim.jsonl")) if r.get("bench") == "reclaim"]
+    if not rows:
+        return None
+    gp = ["set terminal pngcairo size 900,550 noenhanced",
+          "set output %s" % q(os.path.join(res, "reclaim.png")),
+          "set title %s" % q("bench_reclaim: cost of one sl_reclaim(root, 64) against tree size"),
+          "set logscale x", "set logscale y", "set grid", "set key top left",
+          "set offsets graph 0.05, graph 0.05, 0, 0",
+          "set xlabel 'groups in the tree (log)'", "set ylabel 'ns per call (log)'"]
+    plots = []
+    for pol in sorted({r["policy"] for r in rows}, key=lambda p: POLICIES.index(p) if p in POLICIES else 9):
+        pts = sorted((r["groups"], r["ns_per_call"]) for r in rows if r["policy"] == pol)
+        fn = os.path.join(out, "reclaim_%s.dat" % pol)
+        with open(fn, "w") as f:
+            for g, ns in pts:
+                f.write("%d %.1f\n" % (g, ns))
+        plots.append("%s using 1:2 with linespoints lw 2 title %s" % (q(fn), q(pol)))
+    gp.append("plot " + ", ".join(plots))
+    return gp
+
+
+def isolation_rows(res):
+    return load(os.path.join(res, "isolation.jsonl"))
+
+
+def isolation_plot(res, out):
+    rows = isolation_rows(res)
+    per = [r for r in rows if r.get("bench") == "isolation"]
+    if not per:
+        return None
+    mixes = []
+    for r in per:
+        if r["mix"] not in mixes:
+            mixes.append(r["mix"])
+    cols = 2 if len(mixes) > 1 else 1
+    nrows = int(math.ceil(len(mixes) / cols))
+    gp = ["set terminal pngcairo size %d,%d noenhanced" % (820 * cols, 430 * nrows),
+          "set output %s" % q(os.path.join(res, "isolation.png")),
+          "set multiplot layout %d,%d title %s" % (nrows, cols, q(
+              "bench_isolation: hit ratio per tenant (alone = the tenant alone in an LRU of its soft limit)")),
+          "set style data histograms", "set style histogram clustered gap 1",
+          "set style fill solid 0.85 border -1", "set boxwidth 0.9",
+          "set yrange [0:1.05]", "set grid ytics", "set ylabel 'hit ratio'",
+          "set key outside right top vertical", "set xtics scale 0 font ',9'"]
+    for mi, mix in enumerate(mixes):
+        tenants = []
+        for r in per:
+            if r["mix"] == mix and r["tenant"] not in tenants:
+                tenants.append(r["tenant"])
+        fn = os.path.join(out, "isolation_%d.dat" % mi)
+        with open(fn, "w") as f:
+            f.write("# tenant alone " + " ".join(VARIANTS) + "\n")
+            for t in tenants:
+                vals = {r["variant"]: r for r in per if r["mix"] == mix and r["tenant"] == t}
+                alone = next((v.get("alone_hit_ratio") for v in vals.values()), None)
+                line = [t, "%.4f" % alone if alone is not None else "NaN"]
+                for v in VARIANTS:
+                    line.append("%.4f" % vals[v]["hit_ratio"] if v in vals else "NaN")
+                f.write(" ".join(line) + "\n")
+        gp.append("set title %s" % q(mix))
+        parts = ["%s using 2:xtic(1) title 'alone' lc rgb '#888888'" % q(fn)]
+        colors = ["#d62728", "#9467bd", "#2ca02c", "#ff7f0e", "#1f77b4"]
+        for i, v in enumerate(VARIANTS):
+            parts.append("'' using %d title %s lc rgb '%s'" % (i + 3, q(v), colors[i]))
+        gp.append("plot " + ", ".join(parts))
+    gp.append("unset multiplot")
+    return gp
+
+
+def plots(res):
+    out = os.path.join(res, "plot")
+    os.makedirs(out, exist_ok=True)
+    for name, fn in (("charge", charge_plot), ("reclaim", reclaim_plot), ("isolation", isolation_plot)):
+        gp = fn(res, out)
+        path = os.path.join(out, name + ".gp")
+        if gp is None:
+            if os.path.exists(path):
+                os.remove(path)
+            print("results.py: no data for %s.png" % name, file=sys.stderr)
+            continue
+        with open(path, "w") as f:
+            f.write("\n".join(gp) + "\n")
+        print(path)
+
+
+# ----------------------------------------------------------------- tables
+
+def table(header, rows):
+    s = "| " + " | ".join(header) + " |\n"
+    s += "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|\n"
+    for r in rows:
+        s += "| " + " | ".join(str(c) for c in r) + " |\n"
+    return s
+
+
+def tables(res):
+    rows = load(os.path.join(res, "charge.jsonl"))
+    ch = [r for r in rows if r.get("bench") == "charge"]
+    if ch:
+        cols = sorted({(r["threads"], r["depth"]) for r in ch})
+        keys = []
+        for r in ch:
+            k = (r["variant"], r["batch"])
+            if k not in keys:
+                keys.append(k)
+        out = []
+        for k in keys:
+            line = [k[0], k[1]]
+            for c in cols:
+                v = [r["ns_per_op"] for r in ch if (r["variant"], r["batch"]) == k and (r["threads"], r["depth"]) == c]
+                line.append("%.2f" % v[0] if v else "-")
+            out.append(line)
+        print("#### bench_charge: ns per charge+uncharge pair\n")
+        print(table(["variant", "batch"] + ["t%d/d%d" % c for c in cols], out))
+        rat = [r for r in rows if r.get("bench") == "charge_ratio"]
+        if rat:
+            print(table(["ratio", "value", "goal", "met"],
+                        [[r["name"], "%.2f" % r["value"], r["goal"], "yes" if r["met"] else "**no**"] for r in rat]))
+
+    rows = load(os.path.join(res, "reclaim.jsonl"))
+    rc = [r for r in rows if r.get("bench") == "reclaim"]
+    if rc:
+        sizes = sorted({r["groups"] for r in rc})
+        pols = [p for p in POLICIES if any(r["policy"] == p for r in rc)]
+        out = []
+        for p in pols:
+            line = [p]
+            for s in sizes:
+                v = [r["ns_per_call"] for r in rc if r["policy"] == p and r["groups"] == s]
+                line.append("%.0f" % v[0] if v else "-")
+            out.append(line)
+        print("#### bench_reclaim: ns per sl_reclaim(root, 64)\n")
+        print(table(["policy"] + ["%d groups" % s for s in sizes], out))
+        rat = [r for r in rows if r.get("bench") == "reclaim_ratio"]
+        if rat:
+            print(table(["policy", "ratio", "value", "goal", "met"],
+                        [[r["policy"], r["name"], "%.2f" % r["value"], r["goal"],
+                          "-" if r["met"] is None else ("yes" if r["met"] else "**no**")] for r in rat]))
+
+    rows = isolation_rows(res)
+    per = [r for r in rows if r.get("bench") == "isolation"]
+    tot = [r for r in rows if r.get("bench") == "isolation_total"]
+    goals = [r for r in rows if r.get("bench") == "isolation_goal"]
+    mixes = []
+    for r in per:
+        if r["mix"] not in mixes:
+            mixes.append(r["mix"])
+    for mix in mixes:
+        t0 = next((t for t in tot if t["mix"] == mix), None)
+        head = "#### bench_isolation: %s" % mix
+        if t0:
+            head += " (budget %d MiB, %d requests, first %d not counted)" % (
+                t0["budget"] >> 20, t0["requests"], t0["warmup"])
+        print(head + "\n")
+        print("Hit ratio, and in parentheses the ratio to the tenant alone in an LRU of its soft limit.\n")
+        tenants = []
+        for r in per:
+            if r["mix"] == mix and r["tenant"] not in tenants:
+                tenants.append(r["tenant"])
+        out = []
+        for t in tenants:
+            vals = {r["variant"]: r for r in per if r["mix"] == mix and r["tenant"] == t}
+            any_ = next(iter(vals.values()))
+            soft = any_["soft"]
+            alone = any_.get("alone_hit_ratio")
+            line = [t, "%.1f MiB" % (soft / 1048576.0) if soft else "0",
+                    "%.3f" % alone if alone is not None else "-"]
+            for v in VARIANTS:
+                if v not in vals:
+                    line.append("-")
+                    continue
+                r = vals[v]
+                cell = "%.3f" % r["hit_ratio"]
+                if r.get("ratio_to_alone") is not None:
+                    cell += " (%.2f)" % r["ratio_to_alone"]
+                line.append(cell)
+            out.append(line)
+        line = ["**whole cache**", "", ""]
+        for v in VARIANTS:
+            x = [t["hit_ratio"] for t in tot if t["mix"] == mix and t["variant"] == v]
+            line.append("**%.3f**" % x[0] if x else "-")
+        out.append(line)
+        print(table(["tenant", "soft", "alone"] + VARIANTS, out))
+    if mixes:
+        print("#### bench_isolation: goals\n")
+        print("Tenants with a soft limit: the worst ratio to alone (goal: >= 0.95 under "
+              "guarantee and protection; the others for comparison).\n")
+        out = []
+        for mix in mixes:
+            line = [mix]
+            for v in VARIANTS:
+                worst = None
+                for r in per:
+                    if r["mix"] == mix and r["variant"] == v and r.get("ratio_to_alone") is not None:
+                        if worst is None or r["ratio_to_alone"] < worst[0]:
+                            worst = (r["ratio_to_alone"], r["tenant"])
+                line.append("%.3f (%s)" % worst if worst else "-")
+            met = [g["met"] for g in goals if g["mix"] == mix and g["goal"] == "keep_95pct_of_alone"]
+            line.append("met" if met and all(met) else "**not met**" if met else "-")
+            out.append(line)
+        print(table(["mix"] + VARIANTS + ["goal"], out))
+        print("The whole cache's hit ratio (goals: each policy within 2 points of shared, "
+              "and above static).\n")
+        out = []
+        for mix in mixes:
+            line = [mix]
+            tv = {t["variant"]: t["hit_ratio"] for t in tot if t["mix"] == mix}
+            for v in VARIANTS:
+                if v not in tv:
+                    line.append("-")
+                elif v in POLICIES and "shared" in tv and "static" in tv:
+                    line.append("%.3f (%+.1f / %+.1f)" % (tv[v], 100 * (tv[v] - tv["shared"]),
+                                                         100 * (tv[v] - tv["static"])))
+                else:
+                    line.append("%.3f" % tv[v])
+            met = [g["met"] for g in goals if g["mix"] == mix and g["goal"] != "keep_95pct_of_alone"]
+            line.append("%d of %d met" % (sum(met), len(met)) if met else "-")
+            out.append(line)
+        print(table(["mix"] + VARIANTS + ["goals"], out))
+        print("(in parentheses: points against shared / against static)\n")
+
+    rows = load(os.path.join(res, "server.jsonl"))
+    if rows:
+        print("#### bench_server\n")
+        keys = []
+        for r in rows:
+            for k in r:
+                if k not in keys and k != "bench":
+                    keys.append(k)
+        print(table(keys, [[r.get(k, "") for k in keys] for r in rows]))
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("plots", "tables"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    if sys.argv[1] == "plots":
+        plots(sys.argv[2])
+    else:
+        tables(sys.argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
