@@ -217,20 +217,10 @@ int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags)
 	return charge_exact(g, amount, flags);
 }
 
-static struct sl__slot *slot_of(struct sl__stock *s, sl_group *g)
-{
-	int i;
-
-	for (i = 0; i < SL__STOCK_SLOTS; i++)
-		if (sl__load(&s->slot[i].group, SL_RELAXED) == g)
-			return &s->slot[i];
-	return NULL;
-}
-
 int sl__uncharge_slow(sl_group *g, uint64_t amount)
 {
 	struct sl__stock *s = sl__tls_stock;
-	struct sl__slot *sl = s ? slot_of(s, g) : NULL;
+	struct sl__slot *sl = s ? sl__stock_slot_of(s, g) : NULL;
 	uint64_t left = amount, release = 0;
 	int round;
 

@@ -157,6 +157,7 @@ uint64_t sl__stock_drain(sl_group *target, enum sl__drain_mode mode);
 uint64_t sl__stock_units(sl_group *g);
 void sl__stock_quiesce(void);
 uint64_t sl__stock_my_ledger(sl_group *g);
+struct sl__slot *sl__stock_slot_of(struct sl__stock *s, sl_group *g);
 void sl__stock_sum(sl_group *g, uint64_t *units, uint64_t *ledger);
 struct sl__slot *sl__stock_bind(struct sl__stock *s, sl_group *g);
 void sl__slot_flush(sl_group *g, uint64_t units, uint64_t ledger);

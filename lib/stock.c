@@ -263,15 +263,20 @@ uint64_t sl__stock_units(sl_group *g)
  * the host for g and has not yet folded into g's local charge. */
 uint64_t sl__stock_my_ledger(sl_group *g)
 {
-	struct sl__stock *s = tls_stock;
+	struct sl__slot *sl = tls_stock ? sl__stock_slot_of(tls_stock, g) : NULL;
+
+	return sl ? sl__w_ledger(sl__load(&sl->word, SL_RELAXED)) : 0;
+}
+
+/* The slot of s bound to g, or NULL.  Owner only. */
+struct sl__slot *sl__stock_slot_of(struct sl__stock *s, sl_group *g)
+{
 	int i;
 
-	if (!s)
-		return 0;
 	for (i = 0; i < SL__STOCK_SLOTS; i++)
 		if (sl__load(&s->slot[i].group, SL_RELAXED) == g)
-			return sl__w_ledger(sl__load(&s->slot[i].word, SL_RELAXED));
-	return 0;
+			return &s->slot[i];
+	return NULL;
 }
 
 /* Units and ledgers that stocks hold for g itself (not its descendants). */
