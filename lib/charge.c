@@ -8,9 +8,12 @@
 
 #include <sched.h>
 
-/* How many folds of every stock an uncharge that comes up short makes before
- * it calls the shortfall an over-uncharge. */
-#define SL__FOLD_ROUNDS 16
+/* How many ordinary folds of every stock an uncharge that comes up short
+ * makes before the exact check (see sl__uncharge_slow). */
+#define SL__FOLD_ROUNDS 2
+
+unsigned sl__fold_rounds = SL__FOLD_ROUNDS;
+void (*sl__fold_hook)(sl_group *g);
 
 /* How many times a charge at max reclaims and retries before it fails. */
 #define SL__RECLAIM_RETRIES 16
@@ -104,6 +107,15 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	 * then those units are in neither, so an over-uncharge check must
 	 * wait for us (see sl__uncharge_slow).  seq_cst: as in stock_bind. */
 	sl__store(&s->inflight, 1, SL_SEQ_CST);
+	/* While an over-uncharge check runs on g, no ledger of g may grow:
+	 * charge exactly (into local) instead.  seq_cst: with the store just
+	 * above, against the checker's setting of the flag and its quiesce;
+	 * either it waits for us or we see its flag. */
+	if (sl__unlikely(sl__load(&g->takers, SL_SEQ_CST) & SL__TAKERS_VERIFY)) {
+		sl__store(&s->inflight, 0, SL_RELEASE);
+		sl__counter_cancel(g, amount + batch);
+		return 1;
+	}
 	for (;;) {
 		uint64_t u = sl__w_units(w) + batch, h = sl__w_ledger(w) + amount, nw;
 
@@ -217,12 +229,80 @@ int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags)
 	return charge_exact(g, amount, flags);
 }
 
+/* Add add to g's takers word once no over-uncharge check holds it: 1 to
+ * come in as a taker, SL__TAKERS_VERIFY to become the check.  A check is
+ * short (a drain and a scan), so waiting yields rather than sleeps. */
+static void takers_enter(sl_group *g, uint32_t add)
+{
+	uint32_t t = sl__load(&g->takers, SL_RELAXED);
+
+	for (;;) {
+		if (t & SL__TAKERS_VERIFY) {
+			sched_yield();
+			t = sl__load(&g->takers, SL_RELAXED);
+			continue;
+		}
+		/* seq_cst, like every access to takers: a check must see a
+		 * taker in before it takes, or the taker must see its flag. */
+		if (sl__cas_weak(&g->takers, &t, t + add, SL_SEQ_CST, SL_RELAXED))
+			return;
+	}
+}
+
+/* Take up to amount from g's local charge, outside any over-uncharge check. */
+static uint64_t take_local(sl_group *g, uint64_t amount)
+{
+	uint64_t got;
+
+	takers_enter(g, 1);
+	got = sl__sub_clamped(&g->local, amount);
+	sl__fetch_sub(&g->takers, 1, SL_SEQ_CST);
+	return got;
+}
+
+/*
+ * The exact over-uncharge check: with g's other takers held off, no ledger
+ * of g allowed to grow, and every ledger of g folded into local, local holds
+ * every unit the host still has charged to g that no one else is taking.
+ * Returns what it took from local toward amount.
+ */
+static uint64_t take_local_exact(sl_group *g, uint64_t amount)
+{
+	uint64_t got;
+
+	/* One check at a time per group; takers already in finish their one
+	 * subtraction. */
+	takers_enter(g, SL__TAKERS_VERIFY);
+	while (sl__load(&g->takers, SL_SEQ_CST) != SL__TAKERS_VERIFY)
+		sched_yield();
+	/* Refills that missed the flag are done once this returns; later
+	 * ones see it and charge into local instead of a ledger. */
+	sl__stock_quiesce();
+	sl__stock_drain(g, SL__DRAIN_GROUP);
+	/* Ledger units on their way into local (a rebind, a folding refill). */
+	sl__stock_quiesce();
+	got = sl__sub_clamped(&g->local, amount);
+	sl__fetch_and(&g->takers, ~SL__TAKERS_VERIFY, SL_SEQ_CST);
+	return got;
+}
+
+/*
+ * Where the host's charge on g sits: local(g) and the ledger of every slot
+ * bound to g.  An uncharge takes what its own ledger covers, then from
+ * local.  When local is short, units it needs may sit in other threads'
+ * ledgers: fold them into local and look again.  A fold is not a snapshot
+ * (while it scans, other threads charge into ledgers already scanned and
+ * uncharge from ones not yet scanned), so after sl__fold_rounds ordinary
+ * folds the shortfall is settled exactly by take_local_exact(), which holds
+ * off the group's other takers and refills for a moment.  Only a shortfall
+ * that survives it is an over-uncharge: -EINVAL, having taken what was there.
+ */
 int sl__uncharge_slow(sl_group *g, uint64_t amount)
 {
 	struct sl__stock *s = sl__tls_stock;
 	struct sl__slot *sl = s ? sl__stock_slot_of(s, g) : NULL;
-	uint64_t left = amount, release = 0;
-	int round;
+	uint64_t left = amount, release = 0, got;
+	unsigned round;
 
 	if (!sl__group_valid(g))
 		return -EINVAL;
@@ -243,27 +323,25 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount)
 		left -= take;
 		release += take - keep;
 	}
-	/*
-	 * The rest must come from the group's local charge.  If that is short,
-	 * fold every thread's ledger of g into it, wait for owners that hold
-	 * ledger units between a slot and local (a rebind, a folding refill),
-	 * and look again.  A fold is not a snapshot: while it scans, another
-	 * uncharger may take from local the units this one needs while its own
-	 * sit in a ledger already scanned.  Such units are always somewhere, so
-	 * a few more folds find them; only a shortfall that survives them all
-	 * is an over-uncharge.
-	 */
-	for (round = 0;; round++) {
-		uint64_t got = sl__sub_clamped(&g->local, left);
-
+	for (round = 0; left; round++) {
+		/* Without stocks local is the only place: short is over. */
+		if (round && !g->tree->batch)
+			break;
+		if (round > sl__fold_rounds) {
+			got = take_local_exact(g, left);
+			left -= got;
+			release += got;
+			break;
+		}
+		if (round) {
+			sl__stock_drain(g, SL__DRAIN_GROUP);
+			sl__stock_quiesce();
+			if (sl__unlikely(sl__fold_hook != NULL))
+				sl__fold_hook(g);
+		}
+		got = take_local(g, left);
 		left -= got;
 		release += got;
-		if (!left || round == SL__FOLD_ROUNDS)
-			break;
-		if (round)
-			sched_yield();
-		sl__stock_drain(g, SL__DRAIN_GROUP);
-		sl__stock_quiesce();
 	}
 	if (release)
 		sl__counter_cancel(g, release);

@@ -25,6 +25,7 @@
 #define SL__GROUP_MAGIC 0x736c6772u /* "slgr" */
 #define SL__GROUP_DEAD 0x64656164u  /* "dead" */
 #define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE)
+#define SL__TAKERS_VERIFY 0x80000000u
 
 /*
  * A group.  Three parts, each on its own cache line(s):
@@ -62,9 +63,13 @@ struct sl_group {
 	sl_group *prev_sibling;
 	sl_group *hnext;          /* tree's name hash chain */
 	uint32_t magic;
-	uint32_t depth;           /* root is 0 */
 	uint32_t nr_children;
-	uint32_t name_len;
+	uint16_t depth;           /* root is 0; at most SL_DEPTH_MAX */
+	uint16_t name_len;        /* at most SL_NAME_MAX */
+	/* Uncharges taking from local right now, and SL__TAKERS_VERIFY while
+	 * one of them checks an over-uncharge with every other taker held off
+	 * (see sl__uncharge_slow).  Slow paths only. */
+	sl_atomic32 takers;
 	sl_atomic64 emin;         /* effective protection, as the last reclaim computed it */
 	sl_atomic64 esoft;
 	_Atomic(sl_group *) over_next; /* the tree's index of groups over their soft limit */
@@ -168,6 +173,13 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stock
 void sl__counter_cancel(sl_group *g, uint64_t amount);
 int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags);
 int sl__uncharge_slow(sl_group *g, uint64_t amount);
+/* Ordinary folds an uncharge that comes up short makes before it checks for
+ * an over-uncharge with the group's other takers held off.  Tests only set
+ * it (to 0, to drive every shortfall through that check). */
+extern unsigned sl__fold_rounds;
+/* Called between an ordinary fold and the take that follows it.  Tests only
+ * set it, to make other threads move units exactly there. */
+extern void (*sl__fold_hook)(sl_group *g);
 
 /* tree.c */
 /* The tree whose topology lock this thread holds for a walk, if any. */

@@ -13,6 +13,7 @@ _Thread_local sl_tree *sl__tls_walk_tree;
 
 _Static_assert(sizeof(struct sl_group) <= 256, "a group must fit in 256 bytes plus its name");
 _Static_assert(offsetof(struct sl_group, name) <= 256 - 48, "room for a 47-byte name in 256 bytes");
+_Static_assert(SL_DEPTH_MAX <= UINT16_MAX && SL_NAME_MAX <= UINT16_MAX, "depth and name_len are 16-bit");
 
 void sl_limits_init(struct sl_limits *lim)
 {
@@ -75,7 +76,7 @@ static sl_group *group_alloc(const char *name, size_t len)
 	memset(g, 0, sizeof(*g));
 	memcpy(g->name, name, len);
 	g->name[len] = '\0';
-	g->name_len = (uint32_t)len;
+	g->name_len = (uint16_t)len;
 	return g;
 }
 
@@ -297,7 +298,7 @@ int sl_group_create(sl_group *parent, const char *name, const struct sl_limits *
 		return -ENOMEM;
 	g->tree = t;
 	g->parent = parent;
-	g->depth = parent->depth + 1;
+	g->depth = (uint16_t)(parent->depth + 1);
 	g->ctx = ctx;
 	g->reclaim_fn = ops ? ops->reclaim : NULL;
 	store_limits(g, lim);

@@ -279,9 +279,18 @@ static void run_policy(enum sl_policy policy, double seconds)
 	ck_assert_int_eq(pthread_create(&mon, NULL, monitor, NULL), 0);
 	for (i = 0; i < WORKERS; i++)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(i + 1 + 16 * policy)), 0);
-	ts.tv_sec = (time_t)seconds;
-	ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
-	nanosleep(&ts, NULL);
+	/* Long runs (by hand) say how far they are every 10 s. */
+	for (double done = 0; done < seconds;) {
+		double step = seconds - done < 10 ? seconds - done : 10;
+
+		ts.tv_sec = (time_t)step;
+		ts.tv_nsec = (long)((step - (double)ts.tv_sec) * 1e9);
+		nanosleep(&ts, NULL);
+		done += step;
+		if (seconds >= 30 && done < seconds)
+			fprintf(stderr, "torture policy %d: %.0f of %.0f s, %lu ops, %lu errors\n", policy, done,
+				seconds, atomic_load(&W.ops), atomic_load(&W.errors));
+	}
 	atomic_store(&W.stop, true);
 	for (i = 0; i < WORKERS; i++)
 		pthread_join(th[i], NULL);

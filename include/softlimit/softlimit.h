@@ -224,10 +224,15 @@ SL_API int sl_charge(sl_group *g, uint64_t amount, unsigned flags);
  *
  * Uncharging more than is charged to @g itself (not its children) is a
  * caller bug: everything charged to @g is uncharged, and -EINVAL returned.
- * Units may be uncharged by a thread other than the one that charged them.
- * Errors: -EINVAL for a NULL @g or an over-uncharge.  Thread-safe, lock-free
- * except when it must reconcile other threads' stocks to detect an
- * over-uncharge.
+ * Units may be uncharged by a thread other than the one that charged them,
+ * wherever they sit (another thread's stock included): an uncharge of units
+ * the host holds never fails, however threads interleave.
+ * Errors: -EINVAL for a NULL @g or an over-uncharge.  Thread-safe.
+ * Lock-free when the thread's own stock or @g's own charge covers @amount;
+ * otherwise it folds other threads' stocks of @g under the stock registry's
+ * lock, and a shortfall that survives that is settled exactly: for the
+ * length of one fold, other uncharges of @g that reach the same point, and
+ * refills of @g's stocks, wait (an over-uncharge always gets this far).
  */
 SL_API int sl_uncharge(sl_group *g, uint64_t amount);
 
