@@ -278,6 +278,8 @@ static uint64_t take_local_exact(sl_group *g, uint64_t amount)
 	/* Refills that missed the flag are done once this returns; later
 	 * ones see it and charge into local instead of a ledger. */
 	sl__stock_quiesce();
+	/* Units too, not just ledgers: with its slot empty an owner's fast
+	 * path cannot move units into its ledger until the check is over. */
 	sl__stock_drain(g, SL__DRAIN_GROUP);
 	/* Ledger units on their way into local (a rebind, a folding refill). */
 	sl__stock_quiesce();
@@ -334,7 +336,7 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount)
 			break;
 		}
 		if (round) {
-			sl__stock_drain(g, SL__DRAIN_GROUP);
+			sl__stock_drain(g, SL__DRAIN_LEDGERS);
 			sl__stock_quiesce();
 			if (sl__unlikely(sl__fold_hook != NULL))
 				sl__fold_hook(g);

@@ -144,6 +144,7 @@ enum sl__drain_mode {
 	SL__DRAIN_SUBTREE, /* slots of the target and its descendants: units back, ledger folded */
 	SL__DRAIN_GROUP,   /* slots of the target only: units back, ledger folded */
 	SL__DRAIN_TREE,    /* every slot of the target's tree, emptied without flushing */
+	SL__DRAIN_LEDGERS, /* slots of the target only: ledger folded, units left for the owner */
 };
 
 /* alloc.c: the library's allocations, which a test can make fail */

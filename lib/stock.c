@@ -180,6 +180,7 @@ static bool drain_match(sl_group *p, sl_group *target, enum sl__drain_mode mode)
 {
 	switch (mode) {
 	case SL__DRAIN_GROUP:
+	case SL__DRAIN_LEDGERS:
 		return p == target;
 	case SL__DRAIN_SUBTREE:
 		return sl__is_ancestor(target, p);
@@ -190,11 +191,13 @@ static bool drain_match(sl_group *p, sl_group *target, enum sl__drain_mode mode)
 }
 
 /*
- * Take the contents of every slot, of every thread, that mode selects.
- * Returns the units given back to the counters.
+ * Take the contents of every slot, of every thread, that mode selects (only
+ * the ledger under SL__DRAIN_LEDGERS: the owner keeps its pre-charged units
+ * and its fast path).  Returns the units given back to the counters.
  */
 uint64_t sl__stock_drain(sl_group *target, enum sl__drain_mode mode)
 {
+	uint64_t take_mask = mode == SL__DRAIN_LEDGERS ? SL__H_MAX << SL__H_SHIFT : SL__UH_MASK;
 	struct sl__stock *s;
 	uint64_t freed = 0;
 	int i;
@@ -208,7 +211,7 @@ uint64_t sl__stock_drain(sl_group *target, enum sl__drain_mode mode)
 			uint64_t w = sl__load(&sl->word, SL_ACQUIRE), tag;
 			sl_group *p;
 
-			if (!(w & SL__UH_MASK))
+			if (!(w & take_mask))
 				continue;
 			p = sl__load(&sl->group, SL_ACQUIRE);
 			if (!p || !drain_match(p, target, mode))
@@ -216,11 +219,12 @@ uint64_t sl__stock_drain(sl_group *target, enum sl__drain_mode mode)
 			/* The CAS succeeds only if the word, tag included, is
 			 * still what we read: the units are p's. */
 			tag = w >> SL__TAG_SHIFT;
-			while (!sl__cas_weak(&sl->word, &w, w & ~SL__UH_MASK, SL_SEQ_CST, SL_ACQUIRE)) {
+			while (!sl__cas_weak(&sl->word, &w, w & ~take_mask, SL_SEQ_CST, SL_ACQUIRE)) {
 				/* A new tag means a rebind: the slot is no longer p's. */
-				if ((w & SL__UH_MASK) == 0 || (w >> SL__TAG_SHIFT) != tag)
+				if ((w & take_mask) == 0 || (w >> SL__TAG_SHIFT) != tag)
 					goto next_slot;
 			}
+			w &= take_mask;
 			if (mode != SL__DRAIN_TREE) {
 				sl__slot_flush(p, sl__w_units(w), sl__w_ledger(w));
 				freed += sl__w_units(w);
