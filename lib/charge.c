@@ -141,8 +141,10 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 /*
  * Before a forced charge: bring back the stocks under the highest group it
  * would pass, so that it passes only the maxes that real usage is over.
+ * Drained again even if the charge drained there before: reclaim callbacks
+ * and the OOM handler may have charged, and refilled stocks, since.
  */
-static void force_room(sl_group *g, uint64_t amount, sl_group *drained)
+static void force_room(sl_group *g, uint64_t amount)
 {
 	sl_group *top = NULL, *p;
 
@@ -152,7 +154,7 @@ static void force_room(sl_group *g, uint64_t amount, sl_group *drained)
 		if (count > UINT64_MAX - amount || count + amount > sl__load(&p->max, SL_RELAXED))
 			top = p;
 	}
-	if (top && !(drained && sl__is_ancestor(drained, top)))
+	if (top)
 		sl__stock_drain(top, SL__DRAIN_SUBTREE);
 }
 
@@ -176,7 +178,8 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 			break;
 		/* Drain the stocks under the group in the way unless a drain
 		 * already covered it; each new drain covers a strictly larger
-		 * subtree, so there are at most depth + 1 of them. */
+		 * subtree, so there are at most depth + 1 of them between two
+		 * reclaims. */
 		if (!drained || !sl__is_ancestor(drained, fail)) {
 			drained = fail;
 			if (sl__stock_drain(fail, SL__DRAIN_SUBTREE))
@@ -188,10 +191,14 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 		}
 		if (!may_reclaim)
 			break;
+		/* Callbacks and the OOM handler may charge (never reclaiming)
+		 * and so refill stocks: after either, drain afresh. */
 		if (tries < SL__RECLAIM_RETRIES) {
 			tries++;
-			if (sl__reclaim_for_charge(fail, amount))
+			if (sl__reclaim_for_charge(fail, amount)) {
+				drained = NULL;
 				continue;
+			}
 		}
 		/* Reclaim could not make room: the host's OOM handler may drop
 		 * something and ask for one more try. */
@@ -200,13 +207,14 @@ static int charge_exact(sl_group *g, uint64_t amount, unsigned flags)
 		oom_asked = true;
 		if (!sl__oom(fail, amount))
 			break;
+		drained = NULL;
 	}
 	if (rc == -ENOMEM) {
 		if (!(flags & SL_FORCE)) {
 			sl__count(&fail->events_oom);
 			return rc;
 		}
-		force_room(g, amount, drained);
+		force_room(g, amount);
 		/* Fails only if a counter would overflow. */
 		rc = sl__counter_try(g, amount, SL_FORCE, 0, NULL);
 	}

@@ -1036,6 +1036,57 @@ static void hook_nested_reclaim(sl_group *g, struct host *h)
 	h->rc[1] = sl_group_set_limits(g, &lim);
 }
 
+/* A host whose eviction allocates: it frees one unit and charges one back
+ * (SL_NORECLAIM, as a callback must), so reclaim makes no progress, and the
+ * nested charge refills this thread's stock after the charge at max drained
+ * it. */
+static uint64_t alloc_while_evicting(sl_group *g, uint64_t target, void *ctx)
+{
+	uint64_t *held = ctx;
+
+	(void)target;
+	if (!*held || sl_uncharge(g, 1) != 0)
+		return 0;
+	if (sl_charge(g, 1, SL_NORECLAIM) != 0)
+		--*held;
+	return 1;
+}
+
+/* Found by the fuzzer: a forced charge that stocks refilled inside reclaim
+ * callbacks pushed past a max that real usage is not over. */
+START_TEST(a_forced_charge_drains_what_callbacks_restocked_before_passing_max)
+{
+	struct sl_tree_opts o;
+	struct sl_limits l;
+	struct sl_ops ops = { alloc_while_evicting };
+	struct sl_stats a;
+	uint64_t held = 40;
+	sl_group *A, *A1;
+	sl_tree *t;
+
+	sl_tree_opts_init(&o);
+	o.batch = 16;
+	o.root.max = 90;
+	ck_assert_int_eq(sl_tree_create(&o, &t), 0);
+	sl_limits_init(&l);
+	l.max = 100;
+	ck_assert_int_eq(sl_group_create(sl_tree_root(t), "A", &l, &ops, &held, &A), 0);
+	ck_assert_int_eq(sl_group_create(A, "A1", NULL, NULL, NULL, &A1), 0);
+	ck_assert_int_eq(sl_charge(A, 40, 0), 0);
+	/* 100 does not fit under the root's 90, and reclaim frees nothing:
+	 * forced past the root's max, but A is only at its own. */
+	ck_assert_int_eq(sl_charge(A1, 60, SL_FORCE), 0);
+	a = stats_of(A);
+	ck_assert_uint_eq(a.usage, held + 60);
+	ck_assert_uint_le(a.usage + a.stocked, 100);
+	ck_assert_uint_eq(a.events_max, 0);
+	ck_assert_uint_eq(stats_of(sl_tree_root(t)).events_max, 1);
+	ck_assert_int_eq(sl_uncharge(A1, 60), 0);
+	ck_assert_int_eq(sl_uncharge(A, held), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 START_TEST(reclaim_and_limit_changes_inside_a_callback_do_not_nest)
 {
 	static const struct spec sp[] = {
@@ -1386,6 +1437,7 @@ static Suite *reclaim_suite(void)
 	tcase_add_loop_test(tc, a_callback_may_charge_and_uncharge_its_own_and_other_groups, 0, all);
 	tcase_add_loop_test(tc, a_charge_inside_a_callback_that_hits_max_fails_instead_of_reclaiming, 0, all);
 	tcase_add_loop_test(tc, reclaim_and_limit_changes_inside_a_callback_do_not_nest, 0, all);
+	tcase_add_test(tc, a_forced_charge_drains_what_callbacks_restocked_before_passing_max);
 	tcase_add_loop_test(tc, a_callback_may_read_stats_but_not_destroy_groups, 0, all);
 	suite_add_tcase(s, tc);
 
