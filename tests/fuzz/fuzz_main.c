@@ -9,12 +9,15 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -73,6 +76,32 @@ static int run_path(const char *path, unsigned long *files)
 	return 0;
 }
 
+/* The random input being run, written out if the model aborts so that it
+ * replays alone: fuzz_model_run fuzz-crash.bin (SL_FUZZ_TRACE=1 tells its
+ * story). */
+static const uint8_t *cur_input;
+static size_t cur_size;
+
+static void save_input(int sig)
+{
+	static const char msg[] = "fuzz_model_run: the failing input is in fuzz-crash.bin\n";
+	int fd;
+
+	if (cur_input) {
+		fd = open("fuzz-crash.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			ssize_t w = write(fd, cur_input, cur_size);
+
+			if (w == (ssize_t)cur_size)
+				w = write(2, msg, sizeof(msg) - 1);
+			(void)w; /* a failed write leaves nothing better to do */
+			close(fd);
+		}
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 /* xorshift64*: inputs are reproducible from the seed printed at start. */
 static uint64_t rng(uint64_t *s)
 {
@@ -105,12 +134,15 @@ int main(int argc, char **argv)
 	fprintf(stderr, "fuzz_model_run: replayed %lu corpus files; random inputs for %.0f s, seed %llu\n",
 		files, seconds, (unsigned long long)seed);
 	s = seed ? seed : 1;
+	signal(SIGABRT, save_input);
 	start = last = now();
 	while (now() - start < seconds) {
 		size_t n = 16 + rng(&s) % (sizeof(buf) - 16), k;
 
 		for (k = 0; k < n; k++)
 			buf[k] = (uint8_t)rng(&s);
+		cur_input = buf;
+		cur_size = n;
 		LLVMFuzzerTestOneInput(buf, n);
 		runs++;
 		if (now() - last >= 1) {

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,11 +42,30 @@ static enum sl_policy policy;
 static bool exact; /* no stocks: every counter is predictable to the unit */
 static unsigned cb_calls;
 static bool cb_dishonest;
+static bool cb_reentered; /* a callback charged: usages may have risen mid-reclaim */
 static uint64_t cb_asked_max; /* largest target any callback was asked for */
 
 static const uint64_t limit_vals[8] = { 0, 10, 50, 100, 200, 1000, 5000, U };
 static const uint64_t amount_vals[16] = { 0, 1, 3, 7, 10, 16, 50, 64, 100, 128, 500, 999, 4096, 40000,
 					  UINT64_MAX - 5, UINT64_MAX / 2 };
+
+/* SL_FUZZ_TRACE=1 in the environment: print each reclaim, the tree as it
+ * stood, and each callback (to read a crash input's story). */
+static int trace_on = -1;
+
+static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void trace(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (trace_on < 0)
+		trace_on = getenv("SL_FUZZ_TRACE") != NULL;
+	if (!trace_on)
+		return;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
 
 #define FAIL(...)                                                               \
 	do {                                                                    \
@@ -143,6 +163,7 @@ static uint64_t reclaim_cb(sl_group *g, uint64_t target, void *ctx)
 		cb_dishonest = true;
 		break;
 	case CB_REENTRANT:
+		cb_reentered = true;
 		/* Nested calls must neither deadlock nor reclaim. */
 		if (sl_reclaim(g, 1, 0) != 0)
 			FAIL("sl_reclaim nested in a callback returned nonzero");
@@ -174,6 +195,8 @@ static uint64_t reclaim_cb(sl_group *g, uint64_t target, void *ctx)
 			m[at].ev_oom++;
 		}
 	}
+	trace("  callback g%d (mode %d) asked %" PRIu64 ", frees %" PRIu64 "\n", index_of(g), (int)x->mode,
+	      target, f);
 	if (x->mode == CB_LIAR)
 		return target;
 	return f;
@@ -273,6 +296,7 @@ static void op_create(struct input *in)
 	/* Slot numbers make names unique; a clash reuses a live sibling's. */
 	snprintf(name, sizeof(name), "g%d", sib >= 0 ? sib : slot);
 	rc = sl_group_create(m[parent].g, name, &l, &ops, &m[slot], &g);
+	trace("create g%d under g%d max %" PRIu64 ": %d\n", slot, parent, l.max, rc);
 	if (!limits_ok(&l)) {
 		if (rc != -EINVAL)
 			FAIL("create with bad limits gave %d", rc);
@@ -292,6 +316,8 @@ static void op_create(struct input *in)
 static void op_destroy(struct input *in)
 {
 	int i = pick_alive(in), rc = sl_group_destroy(m[i].g);
+
+	trace("destroy g%d: %d\n", i, rc);
 
 	if (i == 0) {
 		if (rc != -EINVAL)
@@ -319,6 +345,8 @@ static void op_set_limits(struct input *in)
 	if (limits_ok(&l))
 		m[i].lim = l;
 	rc = sl_group_set_limits(m[i].g, &l);
+	trace("set_limits g%d min %" PRIu64 " soft %" PRIu64 " high %" PRIu64 " max %" PRIu64 ": %d\n", i, l.min,
+	      l.soft, l.high, l.max, rc);
 	if (!limits_ok(&l)) {
 		if (rc != -EINVAL)
 			FAIL("set_limits with bad limits gave %d", rc);
@@ -374,6 +402,7 @@ static void op_charge(struct input *in)
 		first = -1;
 	calls = cb_calls;
 	rc = sl_charge(m[i].g, amount, flags);
+	trace("charge g%d %" PRIu64 " flags %u: %d\n", i, amount, flags, rc);
 	if (flags & 4) {
 		if (rc != -EINVAL)
 			FAIL("unknown flag gave %d", rc);
@@ -436,6 +465,7 @@ static void op_uncharge(struct input *in)
 	if (take(in) & 1)
 		amount = m[i].own ? m[i].own / 2 + 1 : amount;
 	rc = sl_uncharge(m[i].g, amount);
+	trace("uncharge g%d %" PRIu64 " (holds %" PRIu64 "): %d\n", i, amount, m[i].own, rc);
 	if (amount <= m[i].own) {
 		if (rc != 0)
 			FAIL("uncharge of %" PRIu64 " held %" PRIu64 " gave %d", amount, m[i].own, rc);
@@ -447,16 +477,99 @@ static void op_uncharge(struct input *in)
 	}
 }
 
+
+/* No group on the path from k up to and including scope has a min. */
+static bool no_min_up_to(int k, int scope)
+{
+	for (; k >= 0; k = m[k].parent) {
+		if (m[k].lim.min)
+			return false;
+		if (k == scope)
+			return true;
+	}
+	return true;
+}
+
+/* Every group strictly between scope and k is within its soft limit or sets
+ * none: no gate is open above k and no parent of k is misconfigured. */
+static bool no_open_ancestor(int k, int scope, const uint64_t *usage)
+{
+	for (k = m[k].parent; k >= 0 && k != scope; k = m[k].parent)
+		if (m[k].lim.soft && usage[k] > m[k].lim.soft)
+			return false;
+	return true;
+}
+
+/*
+ * A lower bound on what pass 1 may take from scope's subtree: the scope's
+ * own charges and those of groups that set no soft limit (and, under
+ * GATEKEEPER, sit in no opened gate, where a proportional cut might take
+ * less of them), as far as honest callbacks hold them and no min is in the
+ * way.  Every policy makes all of those eligible.
+ */
+static uint64_t pass1_lower_bound(int scope, const uint64_t *usage)
+{
+	uint64_t sum = 0;
+	int k;
+
+	for (k = 0; k < NG; k++) {
+		/* The root (0) has no callback: its charges cannot be taken. */
+		if (k == 0 || !m[k].alive || !below(k, scope) || m[k].mode != CB_HONEST ||
+		    !no_min_up_to(k, scope))
+			continue;
+		if (k != scope && m[k].lim.soft)
+			continue;
+		if (k != scope && policy == SL_POLICY_GATEKEEPER && !no_open_ancestor(k, scope, usage))
+			continue;
+		sum += m[k].own;
+	}
+	return sum;
+}
+
+/*
+ * Groups whose own charges pass 1 must leave alone: within a soft limit
+ * they set, with no opened gate or misconfigured parent above them (GUARANTEE,
+ * GATEKEEPER).  Under PROTECTION, every group between the scope and j within
+ * a soft limit it sets too: the scope's children get their settings as they
+ * are, and below a group within its soft limit its children's protected
+ * usages add up to no more than its own, so none is scaled down.
+ */
+static bool clearly_protected(int j, int scope, const uint64_t *usage)
+{
+	int k;
+
+	if (j == scope || !m[j].alive || !below(j, scope) || !m[j].lim.soft || usage[j] > m[j].lim.soft)
+		return false;
+	if (policy != SL_POLICY_PROTECTION)
+		return no_open_ancestor(j, scope, usage);
+	for (k = m[j].parent; k != scope; k = m[k].parent)
+		if (!m[k].lim.soft || usage[k] > m[k].lim.soft)
+			return false;
+	return true;
+}
+
 static void op_reclaim(struct input *in)
 {
 	int i = pick_alive(in), j;
-	uint64_t target = amount_vals[take(in) & 15], before[NG], total = 0, freed, fell;
+	uint64_t target = amount_vals[take(in) & 15], before[NG], own_before[NG], total = 0, freed, fell,
+		 eligible;
 
-	for (j = 0; j < NG; j++)
+	for (j = 0; j < NG; j++) {
 		before[j] = m[j].alive ? usage_of(j) : 0;
+		own_before[j] = m[j].alive ? m[j].own : 0;
+	}
 	for (j = 0; j < NG; j++)
 		total += m[j].alive ? m[j].own : 0;
+	eligible = pass1_lower_bound(i, before);
+	trace("reclaim g%d target %" PRIu64 " policy %d%s\n", i, target, (int)policy, exact ? "" : " (stocks)");
+	for (j = 0; j < NG; j++)
+		if (m[j].alive)
+			trace("  g%d parent g%d own %" PRIu64 " usage %" PRIu64 " min %" PRIu64 " soft %" PRIu64
+			      " max %" PRIu64 " mode %d\n",
+			      j, m[j].parent, m[j].own, before[j], m[j].lim.min, m[j].lim.soft, m[j].lim.max,
+			      (int)m[j].mode);
 	cb_dishonest = false;
+	cb_reentered = false;
 	cb_asked_max = 0;
 	freed = sl_reclaim(m[i].g, target, take(in) & 1 ? 0 : 8);
 	fell = 0;
@@ -473,6 +586,15 @@ static void op_reclaim(struct input *in)
 		FAIL("honest callbacks freed %" PRIu64 " but reclaim said %" PRIu64, fell, freed);
 	if (freed > target)
 		FAIL("reclaim took %" PRIu64 " for a target of %" PRIu64, freed, target);
+	/* Pass 2 (everyone) runs only when pass 1 fell short: while what pass
+	 * 1 may take covers the target, no protected group loses a unit. */
+	if (!cb_reentered && target && eligible >= target)
+		for (j = 0; j < NG; j++)
+			if (clearly_protected(j, i, before) && m[j].own < own_before[j])
+				FAIL("group %d (policy %d) lost %" PRIu64 " within its soft limit %" PRIu64
+				     " (usage %" PRIu64 ") while %" PRIu64 " eligible units covered the target %" PRIu64,
+				     j, (int)policy, own_before[j] - m[j].own, m[j].lim.soft, before[j], eligible,
+				     target);
 	/* min is never reclaimed, the scope's own included (PROTECTION's floor
 	 * is the effective min); the scope's ancestors only see its usage
 	 * fall. */
