@@ -13,7 +13,7 @@
 #define SL__FOLD_ROUNDS 2
 
 unsigned sl__fold_rounds = SL__FOLD_ROUNDS;
-void (*sl__fold_hook)(sl_group *g);
+void (*sl__fold_hook)(sl_group *g, bool exact);
 
 /* How many times a charge at max reclaims and retries before it fails. */
 #define SL__RECLAIM_RETRIES 16
@@ -289,6 +289,8 @@ static uint64_t take_local_exact(sl_group *g, uint64_t amount)
 	/* Units too, not just ledgers: with its slot empty an owner's fast
 	 * path cannot move units into its ledger until the check is over. */
 	sl__stock_drain(g, SL__DRAIN_GROUP);
+	if (sl__unlikely(sl__fold_hook != NULL))
+		sl__fold_hook(g, true);
 	/* Ledger units on their way into local (a rebind, a folding refill). */
 	sl__stock_quiesce();
 	got = sl__sub_clamped(&g->local, amount);
@@ -347,7 +349,7 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount)
 			sl__stock_drain(g, SL__DRAIN_LEDGERS);
 			sl__stock_quiesce();
 			if (sl__unlikely(sl__fold_hook != NULL))
-				sl__fold_hook(g);
+				sl__fold_hook(g, false);
 		}
 		got = take_local(g, left);
 		left -= got;

@@ -178,9 +178,10 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount);
  * an over-uncharge with the group's other takers held off.  Tests only set
  * it (to 0, to drive every shortfall through that check). */
 extern unsigned sl__fold_rounds;
-/* Called between an ordinary fold and the take that follows it.  Tests only
- * set it, to make other threads move units exactly there. */
-extern void (*sl__fold_hook)(sl_group *g);
+/* Called between an ordinary fold and the take that follows it (exact
+ * false), and inside the exact check after its drain (exact true).  Tests
+ * only set it, to make other threads move units exactly there. */
+extern void (*sl__fold_hook)(sl_group *g, bool exact);
 
 /* tree.c */
 /* The tree whose topology lock this thread holds for a walk, if any. */

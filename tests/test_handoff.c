@@ -23,7 +23,7 @@
 
 /* lib/charge.c: hidden in the shared library, reachable from the archive. */
 extern unsigned sl__fold_rounds;
-extern void (*sl__fold_hook)(sl_group *g);
+extern void (*sl__fold_hook)(sl_group *g, bool exact);
 
 #define THREADS 8
 #define GROUPS 10 /* more than a stock's 8 slots: slots are rebound as we go */
@@ -314,10 +314,23 @@ static void agent_stop(struct agent *a)
 	pthread_mutex_destroy(&a->lock);
 }
 
-static void steal_after_fold(sl_group *g)
+static unsigned exact_charges;
+static bool charge_in_check;
+
+static void steal_after_fold(sl_group *g, bool exact)
 {
 	if (g != race_g)
 		return;
+	if (exact) {
+		if (!charge_in_check)
+			return;
+		/* Inside the exact check the producer's slot is empty and
+		 * must stay so: its charge goes exactly to local instead (a
+		 * consumer's uncharge would wait for the check to end). */
+		T_CHECK(agent_do(&producer, 1, 1) == 0, "producer's charge during the check");
+		exact_charges++;
+		return;
+	}
 	race_hooks++;
 	T_CHECK(agent_do(&producer, 1, 100) == 0, "producer's charge");
 	T_CHECK(agent_do(&consumer, 2, 100) == 0, "consumer's uncharge of what it was handed");
@@ -335,13 +348,20 @@ START_TEST(every_fold_defeated_still_exact)
 	for (folds = 0; folds <= 16; folds += 8) {
 		sl__fold_rounds = folds;
 		race_hooks = 0;
+		exact_charges = 0;
 		/* Handed to this thread: 100 legitimately, then 1 more than it
 		 * holds, which must still be caught. */
 		ck_assert_int_eq(agent_do(&producer, 1, 100), 0);
 		sl__fold_hook = steal_after_fold;
+		charge_in_check = true;
 		ck_assert_int_eq(sl_uncharge(race_g, 100), 0);
+		charge_in_check = false;
 		sl__fold_hook = NULL;
 		ck_assert_uint_eq(race_hooks, folds);
+		ck_assert_uint_eq(exact_charges, 1);
+		/* The producer's unit from inside the check is all that is left. */
+		ck_assert_uint_eq(usage_of(race_g), 1);
+		ck_assert_int_eq(agent_do(&producer, 2, 1), 0);
 		ck_assert_uint_eq(usage_of(race_g), 0);
 		ck_assert_int_eq(agent_do(&producer, 1, 100), 0);
 		race_hooks = 0;
