@@ -24,7 +24,6 @@ typedef _Atomic uint32_t sl_atomic32;
 #define sl__store(p, v, mo) atomic_store_explicit((p), (v), (mo))
 #define sl__fetch_add(p, v, mo) atomic_fetch_add_explicit((p), (v), (mo))
 #define sl__fetch_sub(p, v, mo) atomic_fetch_sub_explicit((p), (v), (mo))
-#define sl__fetch_and(p, v, mo) atomic_fetch_and_explicit((p), (v), (mo))
 #define sl__exchange(p, v, mo) atomic_exchange_explicit((p), (v), (mo))
 /* Weak CAS: callers loop.  On failure *expected is reloaded with `fail` order. */
 #define sl__cas_weak(p, expected, desired, mo, fail) \

@@ -6,8 +6,6 @@
  */
 #include "internal.h"
 
-#include <sched.h>
-
 /* How many ordinary folds of every stock an uncharge that comes up short
  * makes before the exact check (see sl__uncharge_slow). */
 #define SL__FOLD_ROUNDS 2
@@ -109,9 +107,9 @@ static int stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	sl__store(&s->inflight, 1, SL_SEQ_CST);
 	/* While an over-uncharge check runs on g, no ledger of g may grow:
 	 * charge exactly (into local) instead.  seq_cst: with the store just
-	 * above, against the checker's setting of the flag and its quiesce;
-	 * either it waits for us or we see its flag. */
-	if (sl__unlikely(sl__load(&g->takers, SL_SEQ_CST) & SL__TAKERS_VERIFY)) {
+	 * above, against the check's count and its quiesce; either it waits
+	 * for us or we see it. */
+	if (sl__unlikely(sl__load(&g->checks, SL_SEQ_CST) != 0)) {
 		sl__store(&s->inflight, 0, SL_RELEASE);
 		sl__counter_cancel(g, amount + batch);
 		return 1;
@@ -237,64 +235,32 @@ int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags)
 	return charge_exact(g, amount, flags);
 }
 
-/* Add add to g's takers word once no over-uncharge check holds it: 1 to
- * come in as a taker, SL__TAKERS_VERIFY to become the check.  A check is
- * short (a drain and a scan), so waiting yields rather than sleeps. */
-static void takers_enter(sl_group *g, uint32_t add)
-{
-	uint32_t t = sl__load(&g->takers, SL_RELAXED);
-
-	for (;;) {
-		if (t & SL__TAKERS_VERIFY) {
-			sched_yield();
-			t = sl__load(&g->takers, SL_RELAXED);
-			continue;
-		}
-		/* seq_cst, like every access to takers: a check must see a
-		 * taker in before it takes, or the taker must see its flag. */
-		if (sl__cas_weak(&g->takers, &t, t + add, SL_SEQ_CST, SL_RELAXED))
-			return;
-	}
-}
-
-/* Take up to amount from g's local charge, outside any over-uncharge check. */
-static uint64_t take_local(sl_group *g, uint64_t amount)
-{
-	uint64_t got;
-
-	takers_enter(g, 1);
-	got = sl__sub_clamped(&g->local, amount);
-	sl__fetch_sub(&g->takers, 1, SL_SEQ_CST);
-	return got;
-}
-
 /*
- * The exact over-uncharge check: with g's other takers held off, no ledger
- * of g allowed to grow, and every ledger of g folded into local, local holds
- * every unit the host still has charged to g that no one else is taking.
- * Returns what it took from local toward amount.
+ * The exact over-uncharge check.  While it runs, no ledger of g may grow
+ * (refills of g's stocks charge exactly, into local, when they see
+ * g->checks), and it folds every ledger of g into local and empties every
+ * slot of g, so that no owner's fast path can move units into a ledger
+ * either.  Then every unit the host still has charged to g is in local.
+ * Other uncharges of g go on taking from local meanwhile: each takes only
+ * units its host holds, which local holds too, so what is left still covers
+ * this one if it is no over-uncharge.  Returns what it took toward amount.
  */
 static uint64_t take_local_exact(sl_group *g, uint64_t amount)
 {
 	uint64_t got;
 
-	/* One check at a time per group; takers already in finish their one
-	 * subtraction. */
-	takers_enter(g, SL__TAKERS_VERIFY);
-	while (sl__load(&g->takers, SL_SEQ_CST) != SL__TAKERS_VERIFY)
-		sched_yield();
-	/* Refills that missed the flag are done once this returns; later
-	 * ones see it and charge into local instead of a ledger. */
+	/* seq_cst: against a refill's store of its inflight flag and load of
+	 * checks; either the quiesce below waits for it or it sees us. */
+	sl__fetch_add(&g->checks, 1, SL_SEQ_CST);
+	/* Refills that missed the count are done once this returns. */
 	sl__stock_quiesce();
-	/* Units too, not just ledgers: with its slot empty an owner's fast
-	 * path cannot move units into its ledger until the check is over. */
 	sl__stock_drain(g, SL__DRAIN_GROUP);
 	if (sl__unlikely(sl__fold_hook != NULL))
 		sl__fold_hook(g, true);
 	/* Ledger units on their way into local (a rebind, a folding refill). */
 	sl__stock_quiesce();
 	got = sl__sub_clamped(&g->local, amount);
-	sl__fetch_and(&g->takers, ~SL__TAKERS_VERIFY, SL_SEQ_CST);
+	sl__fetch_sub(&g->checks, 1, SL_RELEASE);
 	return got;
 }
 
@@ -305,9 +271,9 @@ static uint64_t take_local_exact(sl_group *g, uint64_t amount)
  * ledgers: fold them into local and look again.  A fold is not a snapshot
  * (while it scans, other threads charge into ledgers already scanned and
  * uncharge from ones not yet scanned), so after sl__fold_rounds ordinary
- * folds the shortfall is settled exactly by take_local_exact(), which holds
- * off the group's other takers and refills for a moment.  Only a shortfall
- * that survives it is an over-uncharge: -EINVAL, having taken what was there.
+ * folds the shortfall is settled exactly by take_local_exact(), which keeps
+ * g's ledgers from growing for a moment.  Only a shortfall that survives it
+ * is an over-uncharge: -EINVAL, having taken what was there.
  */
 int sl__uncharge_slow(sl_group *g, uint64_t amount)
 {
@@ -351,7 +317,7 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount)
 			if (sl__unlikely(sl__fold_hook != NULL))
 				sl__fold_hook(g, false);
 		}
-		got = take_local(g, left);
+		got = sl__sub_clamped(&g->local, left);
 		left -= got;
 		release += got;
 	}

@@ -25,7 +25,6 @@
 #define SL__GROUP_MAGIC 0x736c6772u /* "slgr" */
 #define SL__GROUP_DEAD 0x64656164u  /* "dead" */
 #define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE)
-#define SL__TAKERS_VERIFY 0x80000000u
 
 /*
  * A group.  Three parts, each on its own cache line(s):
@@ -66,10 +65,9 @@ struct sl_group {
 	uint32_t nr_children;
 	uint16_t depth;           /* root is 0; at most SL_DEPTH_MAX */
 	uint16_t name_len;        /* at most SL_NAME_MAX */
-	/* Uncharges taking from local right now, and SL__TAKERS_VERIFY while
-	 * one of them checks an over-uncharge with every other taker held off
-	 * (see sl__uncharge_slow).  Slow paths only. */
-	sl_atomic32 takers;
+	/* Exact over-uncharge checks running on this group: while nonzero,
+	 * refills of its stocks charge into local (see take_local_exact). */
+	sl_atomic32 checks;
 	sl_atomic64 emin;         /* effective protection, as the last reclaim computed it */
 	sl_atomic64 esoft;
 	_Atomic(sl_group *) over_next; /* the tree's index of groups over their soft limit */
@@ -174,9 +172,9 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stock
 void sl__counter_cancel(sl_group *g, uint64_t amount);
 int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags);
 int sl__uncharge_slow(sl_group *g, uint64_t amount);
-/* Ordinary folds an uncharge that comes up short makes before it checks for
- * an over-uncharge with the group's other takers held off.  Tests only set
- * it (to 0, to drive every shortfall through that check). */
+/* Ordinary folds an uncharge that comes up short makes before the exact
+ * over-uncharge check.  Tests only set it (to 0, to drive every shortfall
+ * through that check). */
 extern unsigned sl__fold_rounds;
 /* Called between an ordinary fold and the take that follows it (exact
  * false), and inside the exact check after its drain (exact true).  Tests

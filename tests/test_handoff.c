@@ -325,9 +325,10 @@ static void steal_after_fold(sl_group *g, bool exact)
 		if (!charge_in_check)
 			return;
 		/* Inside the exact check the producer's slot is empty and
-		 * must stay so: its charge goes exactly to local instead (a
-		 * consumer's uncharge would wait for the check to end). */
-		T_CHECK(agent_do(&producer, 1, 1) == 0, "producer's charge during the check");
+		 * must stay so: its charge goes exactly to local instead.  A
+		 * consumer may take from local meanwhile: only what it holds. */
+		T_CHECK(agent_do(&producer, 1, 2) == 0, "producer's charge during the check");
+		T_CHECK(agent_do(&consumer, 2, 1) == 0, "consumer's uncharge during the check");
 		exact_charges++;
 		return;
 	}
@@ -359,7 +360,7 @@ START_TEST(every_fold_defeated_still_exact)
 		sl__fold_hook = NULL;
 		ck_assert_uint_eq(race_hooks, folds);
 		ck_assert_uint_eq(exact_charges, 1);
-		/* The producer's unit from inside the check is all that is left. */
+		/* What the producer kept from inside the check is all that is left. */
 		ck_assert_uint_eq(usage_of(race_g), 1);
 		ck_assert_int_eq(agent_do(&producer, 2, 1), 0);
 		ck_assert_uint_eq(usage_of(race_g), 0);

@@ -229,10 +229,10 @@ SL_API int sl_charge(sl_group *g, uint64_t amount, unsigned flags);
  * the host holds never fails, however threads interleave.
  * Errors: -EINVAL for a NULL @g or an over-uncharge.  Thread-safe.
  * Lock-free when the thread's own stock or @g's own charge covers @amount;
- * otherwise it folds other threads' stocks of @g under the stock registry's
- * lock, and a shortfall that survives that is settled exactly: for the
- * length of one fold, other uncharges of @g that reach the same point, and
- * refills of @g's stocks, wait (an over-uncharge always gets this far).
+ * otherwise it folds other threads' stocks of @g in under the stock
+ * registry's lock, and a shortfall that survives two folds is settled
+ * exactly by a third, during which stocks of @g are not refilled (charges
+ * to @g go the exact way meanwhile).  An over-uncharge always gets that far.
  */
 SL_API int sl_uncharge(sl_group *g, uint64_t amount);
 
