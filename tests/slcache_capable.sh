@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # tests/slcache_capable.sh SLCACHE - run libmemcached's `memccapable -a`
-# (27 ascii-protocol checks) against examples/slcache, with accounting and
-# with --no-accounting.  Exits 77 (skipped) when memccapable is missing and
+# (27 ascii-protocol checks) against examples/slcache, with accounting (items
+# from per-tenant arenas, and from malloc with --no-arenas) and with
+# --no-accounting.  Exits 77 (skipped) when memccapable is missing and
 # cannot be installed (not root).
 set -euo pipefail
 
@@ -43,7 +44,7 @@ run_capable() {
 	fi
 }
 
-for mode in "" "--no-accounting"; do
+for mode in "" "--no-arenas" "--no-accounting"; do
 	# shellcheck disable=SC2086 # mode is one word or none
 	slc_start "$SLCACHE" -m 16 -t 2 --tenant "test:soft=4M" $mode
 	run_capable "${mode:-accounting}"

@@ -6,14 +6,18 @@
  *
  *   slcache -l ADDR -p PORT -m MEGABYTES [--policy guarantee|gatekeeper|protection]
  *           [--tenant NAME[:min=SIZE][:soft=SIZE][:high=SIZE][:max=SIZE]]...
- *           [--no-accounting] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]
- *           [--max-tenants N] [-v]
+ *           [--no-accounting | --no-arenas] [-t THREADS] [-c MAXCONNS]
+ *           [-I ITEM_MAX] [--max-tenants N] [-v]
  *
  * -m is the whole server's budget: the softlimit root's max.  When it is
  * short, softlimit picks the tenants that give memory back (by the policy
  * and their soft limits) and the store evicts their least recently used
  * items.  --no-accounting serves the same protocol from one shared LRU of
- * -m bytes, as a plain memcached would.
+ * -m bytes, as a plain memcached would.  Items come from a jemalloc arena
+ * per tenant (the softlimit-jemalloc adapter) when jemalloc is there;
+ * --no-arenas keeps the accounting but takes items from the process's
+ * malloc and charges them with sl_charge(), which separates what the
+ * accounting costs from what the arenas cost (benchmarks/bench_server.sh).
  *
  * Networking: the main thread accepts and hands connections round-robin to
  * -t worker threads, each with its own level-triggered epoll; sockets are
@@ -75,6 +79,7 @@ static struct {
 	uint64_t max_bytes;
 	enum sl_policy policy;
 	bool accounting;
+	bool arenas;
 	unsigned threads;
 	unsigned max_conns;
 	size_t item_max;
@@ -88,6 +93,7 @@ static struct {
 	.max_bytes = 64ull << 20,
 	.policy = SL_POLICY_GUARANTEE,
 	.accounting = true,
+	.arenas = true,
 	.threads = 2,
 	.max_conns = 4096,
 	.item_max = 1u << 20,
@@ -117,7 +123,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: slcache [-l ADDR] [-p PORT] [-m MEGABYTES] [--policy guarantee|gatekeeper|protection]\n"
 		"               [--tenant NAME[:min=SIZE][:soft=SIZE][:high=SIZE][:max=SIZE]]...\n"
-		"               [--no-accounting] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]\n"
+		"               [--no-accounting | --no-arenas] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]\n"
 		"               [--max-tenants N] [-v]\n"
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
@@ -126,6 +132,7 @@ static void usage(FILE *f)
 		"  --tenant SPEC    declare a tenant (key prefix before ':') with limits; SIZE takes\n"
 		"                   K, M, G suffixes or a percentage of -m (soft=40%%)\n"
 		"  --no-accounting  one shared LRU of -m bytes, no softlimit (the baseline)\n"
+		"  --no-arenas      softlimit as usual, but items from malloc, not an arena per tenant\n"
 		"  -t THREADS       worker threads (default 2)\n"
 		"  -c MAXCONNS      most simultaneous connections (default 4096)\n"
 		"  -I ITEM_MAX      largest value (default 1M)\n"
@@ -257,6 +264,9 @@ static void parse_args(int argc, char **argv)
 		} else if (strcmp(a, "--no-accounting") == 0) {
 			opt.accounting = false;
 			takes = false;
+		} else if (strcmp(a, "--no-arenas") == 0) {
+			opt.arenas = false;
+			takes = false;
 		}
 		if (!takes)
 			continue;
@@ -304,6 +314,8 @@ static void parse_args(int argc, char **argv)
 		}
 		i++;
 	}
+	if (!opt.accounting && !opt.arenas)
+		die_usage("--no-arenas keeps the accounting: it does not go with --no-accounting");
 	for (i = 0; i < (int)opt.nr_tenants; i++) {
 		struct tenant_opt *t = &opt.tenants[i];
 		uint64_t *f[4] = { &t->lim.min, &t->lim.soft, &t->lim.high, &t->lim.max };
@@ -1329,6 +1341,7 @@ int main(int argc, char **argv)
 	so.policy = opt.policy;
 	so.max_bytes = opt.max_bytes;
 	so.accounting = opt.accounting;
+	so.arenas = opt.arenas;
 	so.item_max = opt.item_max;
 	so.max_tenants = opt.max_tenants;
 	err = store_create(&so, &store);

@@ -600,7 +600,7 @@ int store_create(const struct store_opts *opts, struct store **out)
 			return err;
 		}
 #ifdef SLCACHE_JEMALLOC
-		s->be = BE_JEMALLOC;
+		s->be = opts->arenas ? BE_JEMALLOC : BE_MALLOC;
 #else
 		s->be = BE_MALLOC;
 #endif

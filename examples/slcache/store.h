@@ -37,6 +37,8 @@ struct store_opts {
 	enum sl_policy policy;
 	uint64_t max_bytes;   /* the root's max: the whole budget                  */
 	bool accounting;      /* false: one shared LRU of max_bytes, no softlimit */
+	bool arenas;          /* with accounting: a jemalloc arena per tenant when
+	                       * jemalloc is there; false: malloc + sl_charge     */
 	size_t item_max;      /* largest value, in bytes                           */
 	unsigned max_tenants; /* tenants beyond this share the default tenant      */
 };
