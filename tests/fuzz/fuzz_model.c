@@ -49,8 +49,9 @@ static const uint64_t limit_vals[8] = { 0, 10, 50, 100, 200, 1000, 5000, U };
 static const uint64_t amount_vals[16] = { 0, 1, 3, 7, 10, 16, 50, 64, 100, 128, 500, 999, 4096, 40000,
 					  UINT64_MAX - 5, UINT64_MAX / 2 };
 
-/* SL_FUZZ_TRACE=1 in the environment: print each reclaim, the tree as it
- * stood, and each callback (to read a crash input's story). */
+/* SL_FUZZ_TRACE=1 in the environment: print every call, the tree as it
+ * stood before each reclaim, and each callback (to read a crash input's
+ * story). */
 static int trace_on = -1;
 
 static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -318,7 +319,6 @@ static void op_destroy(struct input *in)
 	int i = pick_alive(in), rc = sl_group_destroy(m[i].g);
 
 	trace("destroy g%d: %d\n", i, rc);
-
 	if (i == 0) {
 		if (rc != -EINVAL)
 			FAIL("destroying the root gave %d", rc);
@@ -476,7 +476,6 @@ static void op_uncharge(struct input *in)
 		m[i].own = 0;
 	}
 }
-
 
 /* No group on the path from k up to and including scope has a min. */
 static bool no_min_up_to(int k, int scope)
