@@ -8,6 +8,8 @@
  */
 #include "internal.h"
 
+#include "testing.h"
+
 #include <stdlib.h>
 
 /* < 0: never fail; otherwise allocations left before failing starts. */

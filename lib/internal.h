@@ -2,6 +2,24 @@
 /*
  * softlimit's private declarations: the group and tree objects, the
  * per-thread stock, and the functions the library's files share (sl__*).
+ *
+ * The files form layers, and calls go one way only, down:
+ *
+ *   8  tree.c walk.c stats.c check.c     the public objects, seeing the tree
+ *   7  policy_guarantee.c policy_gatekeeper.c policy_protection.c
+ *   6  reclaim.c (engine) atmax.c limits.c high.c victims.c proportional.c
+ *      split.c                             reclaim and what calls it
+ *   5  charge.c uncharge.c                 sl_charge(), sl_uncharge()
+ *   4  stock.c                             per-thread stocks
+ *   3  counter.c                           hierarchical counters
+ *   2  overindex.c                         groups over their soft limit
+ *   1  group.c                             group objects and topology
+ *   0  alloc.c atomic.h                    allocation, atomics
+ *
+ * Two calls go up, and both through a pointer chosen when the tree is
+ * created: a charge that does not fit under some max (layer 5) reaches the
+ * reclaim engine through tree->at_max, and the engine (6) runs the tree's
+ * policy through tree->policy (7).
  */
 #ifndef SL_INTERNAL_H
 #define SL_INTERNAL_H
@@ -25,6 +43,8 @@
 #define SL__GROUP_MAGIC 0x736c6772u /* "slgr" */
 #define SL__GROUP_DEAD 0x64656164u  /* "dead" */
 #define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE)
+
+struct sl__reclaim;
 
 /*
  * A group.  Three parts, each on its own cache line(s):
@@ -66,7 +86,7 @@ struct sl_group {
 	uint16_t depth;           /* root is 0; at most SL_DEPTH_MAX */
 	uint16_t name_len;        /* at most SL_NAME_MAX */
 	/* Exact over-uncharge checks running on this group: while nonzero,
-	 * refills of its stocks charge into local (see take_local_exact). */
+	 * refills of its stocks charge into local (see uncharge.c). */
 	sl_atomic32 checks;
 	sl_atomic64 emin;         /* effective protection, as the last reclaim computed it */
 	sl_atomic64 esoft;
@@ -78,18 +98,43 @@ struct sl_group {
 	char name[];
 };
 
+/*
+ * What the reclaim engine asks of a policy (policy_*.c): pass 1, then pass 2
+ * if pass 1 freed too little, and what the policy grants a group right now.
+ */
+struct sl__policy {
+	const char *name; /* as sl_group_dump() prints it */
+	/* Reclaim toward r->target from r->scope's subtree: both passes. */
+	void (*reclaim)(struct sl__reclaim *r);
+	/* The protection the policy grants g now, for sl_group_stats(). */
+	void (*effective)(const sl_group *g, uint64_t *emin, uint64_t *esoft);
+	/* true: a group may not fall below the min of any group on its path
+	 * up to the scope; false: the policy floors groups itself (PROTECTION
+	 * by effective min). */
+	bool min_on_path;
+};
+
 struct sl_tree {
-	pthread_mutex_t lock;     /* topology: create, destroy, the name hash */
+	/* ---- written by chargers: a group going over its soft limit ---- */
+	_Alignas(SL__CACHELINE) _Atomic(sl_group *) over_head; /* pushed lock-free */
+
+	/* ---- read on every refill and slow-path charge; set at creation ---- */
+	_Alignas(SL__CACHELINE) uint64_t batch; /* 0 = no stocks */
+	enum sl_policy policy_id;
+	const struct sl__policy *policy;
+	/* A charge that does not fit under some max: the engine's at-max path
+	 * (atmax.c), reached through here because charge.c is below it. */
+	int (*at_max)(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail);
+	sl_group *root;
+
+	/* ---- under the locks ---- */
+	_Alignas(SL__CACHELINE) pthread_mutex_t lock; /* topology: create, destroy, the name hash */
 	/* Serialises reclaims of the tree, callbacks included, and group
 	 * destroy against them.  Lock order: reclaim_lock, then lock. */
 	pthread_mutex_t reclaim_lock;
-	_Atomic(sl_group *) over_head; /* groups that went over their soft limit: pushed lock-free */
 	uint32_t reclaim_seq;     /* under reclaim_lock */
 	sl_oom_fn oom_fn;         /* under lock */
 	void *oom_ctx;
-	enum sl_policy policy;
-	uint64_t batch;           /* 0 = no stocks */
-	sl_group *root;
 	sl_group **hash;
 	size_t hash_mask;         /* buckets - 1 */
 	size_t nr_groups;
@@ -104,22 +149,23 @@ struct sl_tree {
  * so that the owner's fast path, a drainer's take and a rebind are each one
  * atomic step, and a drainer can never take one group's units for another.
  */
-#define SL__U_BITS 22
-#define SL__H_BITS 22
-#define SL__U_MAX ((UINT64_C(1) << SL__U_BITS) - 1)
-#define SL__H_MAX ((UINT64_C(1) << SL__H_BITS) - 1)
-#define SL__H_SHIFT SL__U_BITS
-#define SL__TAG_SHIFT (SL__U_BITS + SL__H_BITS)
-#define SL__UH_MASK ((UINT64_C(1) << SL__TAG_SHIFT) - 1)
+#define SL__UNITS_BITS 22
+#define SL__LEDGER_BITS 22
+#define SL__UNITS_MAX ((UINT64_C(1) << SL__UNITS_BITS) - 1)
+#define SL__LEDGER_MAX ((UINT64_C(1) << SL__LEDGER_BITS) - 1)
+#define SL__LEDGER_SHIFT SL__UNITS_BITS
+#define SL__TAG_SHIFT (SL__UNITS_BITS + SL__LEDGER_BITS)
+#define SL__CONTENTS_MASK ((UINT64_C(1) << SL__TAG_SHIFT) - 1) /* units and ledger */
+#define SL__LEDGER_MASK (SL__LEDGER_MAX << SL__LEDGER_SHIFT)
 #define SL__STOCK_SLOTS 8
 
-static inline uint64_t sl__w_units(uint64_t w)
+static inline uint64_t sl__word_units(uint64_t w)
 {
-	return w & SL__U_MAX;
+	return w & SL__UNITS_MAX;
 }
-static inline uint64_t sl__w_ledger(uint64_t w)
+static inline uint64_t sl__word_ledger(uint64_t w)
 {
-	return (w >> SL__H_SHIFT) & SL__H_MAX;
+	return (w >> SL__LEDGER_SHIFT) & SL__LEDGER_MAX;
 }
 
 struct sl__slot {
@@ -138,66 +184,66 @@ struct sl__stock {
 	struct sl__stock *next, *prev; /* the registry, under its lock */
 };
 
-enum sl__drain_mode {
-	SL__DRAIN_SUBTREE, /* slots of the target and its descendants: units back, ledger folded */
-	SL__DRAIN_GROUP,   /* slots of the target only: units back, ledger folded */
-	SL__DRAIN_TREE,    /* every slot of the target's tree, emptied without flushing */
-	SL__DRAIN_LEDGERS, /* slots of the target only: ledger folded, units left for the owner */
-};
+/* The slot of s bound to g, or NULL.  Owner only: the one lookup that the
+ * fast paths (charge.c, uncharge.c) and the slow paths share. */
+static inline struct sl__slot *sl__slot_find(struct sl__stock *s, const sl_group *g)
+{
+	int i;
 
-/* alloc.c: the library's allocations, which a test can make fail */
+	for (i = 0; i < SL__STOCK_SLOTS; i++)
+		if (sl__load(&s->slot[i].group, SL_RELAXED) == g)
+			return &s->slot[i];
+	return NULL;
+}
+
+/* Thread-local marks, each owned by one file. */
+/* Inside a reclaim callback or the OOM handler: nested charges never reclaim (reclaim.c). */
+extern _Thread_local unsigned sl__tls_in_reclaim;
+/* Holding some tree's reclaim_lock (reclaim.c). */
+extern _Thread_local unsigned sl__tls_reclaim_owner;
+/* A charge by this thread went past some group's high (counter.c). */
+extern _Thread_local bool sl__tls_high_pending;
+
+/* True when this thread must not reclaim now: it is inside a callback or
+ * holds a reclaim lock. */
+static inline bool sl__reclaim_forbidden(void)
+{
+	return sl__tls_in_reclaim || sl__tls_reclaim_owner;
+}
+
+/* ---- 0: alloc.c: the library's allocations, which a test can make fail ---- */
 void *sl__malloc(size_t size);
 void *sl__calloc(size_t n, size_t size);
 void *sl__realloc(void *p, size_t size);
 void *sl__aligned_alloc(size_t align, size_t size);
-/* Let `after` more allocations succeed, then fail the next one (all of
- * them if sticky); after < 0 turns failures off.  Tests only. */
-void sl__fault_inject(long after, bool sticky);
 
-/* stock.c */
-extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
-struct sl__stock *sl__stock_get(void);
-uint64_t sl__stock_drain(sl_group *target, enum sl__drain_mode mode);
-uint64_t sl__stock_units(sl_group *g);
-void sl__stock_quiesce(void);
-uint64_t sl__stock_my_ledger(sl_group *g);
-struct sl__slot *sl__stock_slot_of(struct sl__stock *s, sl_group *g);
-void sl__stock_sum(sl_group *g, uint64_t *units, uint64_t *ledger);
-struct sl__slot *sl__stock_bind(struct sl__stock *s, sl_group *g);
-void sl__slot_flush(sl_group *g, uint64_t units, uint64_t ledger);
-
-/* charge.c */
-extern _Thread_local unsigned sl__tls_in_reclaim;
-int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stocked, sl_group **fail);
-void sl__counter_cancel(sl_group *g, uint64_t amount);
-int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags);
-int sl__uncharge_slow(sl_group *g, uint64_t amount);
-/* Ordinary folds an uncharge that comes up short makes before the exact
- * over-uncharge check.  Tests only set it (to 0, to drive every shortfall
- * through that check). */
-extern unsigned sl__fold_rounds;
-/* Called between an ordinary fold and the take that follows it (exact
- * false), and inside the exact check after its drain (exact true).  Tests
- * only set it, to make other threads move units exactly there. */
-extern void (*sl__fold_hook)(sl_group *g, bool exact);
-
-/* tree.c */
-/* The tree whose topology lock this thread holds for a walk, if any. */
-extern _Thread_local sl_tree *sl__tls_walk_tree;
+/* ---- 1: group.c ---- */
 bool sl__group_valid(const sl_group *g);
 bool sl__limits_valid(const struct sl_limits *lim);
 bool sl__is_ancestor(const sl_group *anc, const sl_group *g);
-sl_group *sl__child_find(sl_group *parent, const char *name, size_t len);
+sl_group *sl__group_alloc(const char *name, size_t len);
+void sl__store_limits(sl_group *g, const struct sl_limits *lim);
+int sl__hash_init(sl_tree *t);
+sl_group *sl__child_find(const sl_group *parent, const char *name, size_t len);
+void sl__hash_insert(sl_tree *t, sl_group *g);
+void sl__hash_remove(sl_tree *t, sl_group *g);
+/* The trees whose topology lock this thread holds for a walk, innermost
+ * first: one frame on the walker's stack per walk, so walks nest to any
+ * depth and across trees (walk.c pushes them; whatever would take a tree's
+ * lock again asks sl__walking() first). */
+struct sl__walk_frame {
+	const sl_tree *t;
+	struct sl__walk_frame *prev;
+};
+bool sl__walking(const sl_tree *t);
+void sl__walk_enter(struct sl__walk_frame *f, const sl_tree *t);
+void sl__walk_leave(struct sl__walk_frame *f);
 
-/* reclaim.c */
-extern _Thread_local unsigned sl__tls_reclaim_owner;
-uint64_t sl__reclaim_for_charge(sl_group *at, uint64_t need);
-bool sl__oom(sl_group *at, uint64_t need);
+/* ---- 2: overindex.c ---- */
 void sl__over_push(sl_group *g);
 void sl__over_forget(sl_group *g);
-void sl__high_note(void);
-int sl__shrink_to_max(sl_group *g);
-void sl__effective(sl_group *g, uint64_t *emin, uint64_t *esoft);
+sl_group *sl__over_take_all(sl_tree *t);
+void sl__over_put_back(sl_tree *t, sl_group *head, sl_group *tail);
 
 /* Push g into its tree's over-soft index unless it is there already. */
 static inline void sl__over_check(sl_group *g, uint64_t count)
@@ -205,5 +251,90 @@ static inline void sl__over_check(sl_group *g, uint64_t count)
 	if (count > sl__load(&g->soft, SL_RELAXED) && !sl__load(&g->over_flag, SL_RELAXED))
 		sl__over_push(g);
 }
+
+/* ---- 3: counter.c ---- */
+int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stocked, sl_group **fail);
+void sl__counter_cancel(sl_group *g, uint64_t amount);
+uint64_t sl__counter_usage(const sl_group *g);
+uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
+
+/* ---- 4: stock.c ---- */
+extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
+struct sl__stock *sl__stock_get(void);
+int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount);
+uint64_t sl__stock_drain_subtree(const sl_group *top);
+uint64_t sl__stock_drain_group(const sl_group *g);
+void sl__stock_fold_ledgers(const sl_group *g);
+void sl__stock_forget_tree(const sl_tree *t);
+void sl__stock_quiesce(void);
+uint64_t sl__stock_units(const sl_group *g);
+uint64_t sl__stock_my_ledger(const sl_group *g);
+void sl__stock_sum(const sl_group *g, uint64_t *units, uint64_t *ledger);
+
+/* ---- 5: charge.c, uncharge.c ---- */
+int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags);
+int sl__uncharge_slow(sl_group *g, uint64_t amount);
+
+/* ---- 6: the reclaim engine ---- */
+
+/* One reclaim: what it is asked, what it has done. */
+struct sl__reclaim {
+	sl_tree *t;
+	sl_group *scope;
+	uint64_t target;
+	uint64_t freed;
+};
+
+/* reclaim.c */
+uint64_t sl__usage_of(const sl_group *g);
+uint64_t sl__own_of(const sl_group *g);
+uint64_t sl__soft_of(const sl_group *g);
+uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t within);
+void sl__reclaim_lock(sl_tree *t);
+void sl__reclaim_unlock(sl_tree *t);
+uint64_t sl__reclaim_locked(sl_group *scope, uint64_t target);
+/* atmax.c */
+int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail);
+/* split.c */
+void sl__split(uint64_t amount, const uint64_t *w, uint64_t *out, size_t k);
+uint64_t sl__muldiv(uint64_t a, uint64_t b, uint64_t c);
+static inline uint64_t sl__min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+/* proportional.c: subtree snapshots and pass 2 */
+struct sl__node {
+	sl_group *g;
+	uint32_t parent;
+	uint32_t end;   /* the node's subtree is [its index, end) */
+	uint64_t usage, own, floor;
+	uint64_t rec;   /* what the subtree can give above its floors */
+	uint64_t emin, elow;
+	uint64_t acc;
+	bool done;      /* freed nothing when asked in this pass */
+};
+struct sl__node *sl__snapshot(sl_tree *t, sl_group *top, size_t *n_out);
+void sl__snapshot_refresh(struct sl__node *v, size_t n);
+uint64_t sl__proportional(struct sl__reclaim *r, sl_group *top, uint64_t amount);
+/* victims.c: candidates from the over-soft index, largest excess first */
+struct sl__cand {
+	sl_group *g;
+	uint64_t key; /* excess when last looked at; only ever falls */
+	bool done;    /* dealt with, freed nothing when asked, or not over any more */
+};
+struct sl__victims {
+	struct sl__cand *c; /* sorted by key, largest first */
+	size_t n, pos;
+	sl_group *outside, *outside_tail; /* index entries outside the scope, kept aside */
+};
+void sl__reclaim_by_excess(struct sl__reclaim *r, void (*pass1)(struct sl__reclaim *, struct sl__victims *));
+struct sl__cand *sl__victims_next(struct sl__victims *v, uint64_t *excess);
+struct sl__cand *sl__victims_largest_below(struct sl__victims *v, const sl_group *below, uint64_t *excess);
+bool sl__over_soft(const sl_group *g);
+
+/* policy_*.c */
+extern const struct sl__policy sl__policy_guarantee;
+extern const struct sl__policy sl__policy_gatekeeper;
+extern const struct sl__policy sl__policy_protection;
 
 #endif /* SL_INTERNAL_H */

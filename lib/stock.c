@@ -14,10 +14,16 @@
  * and an uncharge may go through the fast path only when the thread's own
  * ledger covers it, so an over-uncharge is always caught.
  *
- * Other threads may take a slot's contents (to make room at max, to destroy
- * the group, to count exact stats) under the registry lock.  The owner never
- * takes that lock on its fast path.  Ownership races are settled by the tag
- * in the slot word: see internal.h.
+ * Operations, one job each (as the kernel's consume/refill/drain):
+ *   sl__stock_refill()        owner: pre-charge a batch, hand out amount
+ *   sl__stock_drain_subtree() anyone: give back the units and ledgers of
+ *   sl__stock_drain_group()     every slot bound to a subtree / a group
+ *   sl__stock_fold_ledgers()  anyone: fold a group's ledgers into local,
+ *                               leaving the owners their units
+ *   sl__stock_forget_tree()   tree destroy: empty every slot of a tree
+ * Other threads take a slot's contents under the registry lock; the owner
+ * never takes that lock on its fast path.  Ownership races are settled by
+ * the tag in the slot word (internal.h).
  */
 #include "internal.h"
 
@@ -33,14 +39,13 @@ static bool stock_key_ok;
 
 /* initial-exec: the fast path reads this with one %fs-relative load. */
 _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
-#define tls_stock sl__tls_stock
 /* Set once the thread's stock is gone: later charges (from other keys'
  * destructors) take the exact path instead of building a new stock. */
 static _Thread_local bool tls_stock_dead __attribute__((tls_model("initial-exec")));
 
 /* Give a slot's taken contents back to its group: units leave the path's
  * counters, the ledger becomes the group's local charge. */
-void sl__slot_flush(sl_group *g, uint64_t units, uint64_t ledger)
+static void slot_flush(sl_group *g, uint64_t units, uint64_t ledger)
 {
 	if (ledger)
 		sl__fetch_add(&g->local, ledger, SL_RELAXED);
@@ -56,12 +61,14 @@ static void stock_release(void *arg)
 	pthread_mutex_lock(&registry_lock);
 	for (i = 0; i < SL__STOCK_SLOTS; i++) {
 		struct sl__slot *sl = &s->slot[i];
+		/* Acq_rel: as a drainer's take (acquire: the group these units
+		 * belong to; release: our empty word to a later refill). */
 		uint64_t w = sl__exchange(&sl->word, 0, SL_ACQ_REL);
 
 		/* Holding the registry lock: a non-empty slot's group cannot be
 		 * destroyed under us (destroy drains under this lock). */
-		if (w & SL__UH_MASK)
-			sl__slot_flush(sl__load(&sl->group, SL_RELAXED), sl__w_units(w), sl__w_ledger(w));
+		if (w & SL__CONTENTS_MASK)
+			slot_flush(sl__load(&sl->group, SL_RELAXED), sl__word_units(w), sl__word_ledger(w));
 	}
 	if (s->prev)
 		s->prev->next = s->next;
@@ -71,7 +78,7 @@ static void stock_release(void *arg)
 		s->next->prev = s->prev;
 	pthread_mutex_unlock(&registry_lock);
 	free(s);
-	tls_stock = NULL;
+	sl__tls_stock = NULL;
 	tls_stock_dead = true;
 }
 
@@ -82,7 +89,7 @@ static void stock_key_init(void)
 
 struct sl__stock *sl__stock_get(void)
 {
-	struct sl__stock *s = tls_stock;
+	struct sl__stock *s = sl__tls_stock;
 
 	if (sl__likely(s) || tls_stock_dead)
 		return s;
@@ -103,30 +110,27 @@ struct sl__stock *sl__stock_get(void)
 		registry->prev = s;
 	registry = s;
 	pthread_mutex_unlock(&registry_lock);
-	tls_stock = s;
+	sl__tls_stock = s;
 	return s;
 }
 
 /*
- * Find the slot bound to g, or rebind the least recently refilled one.
- * The evicted group's contents are flushed back.  Owner only.
+ * The slot bound to g, else bind an unused slot, else the least recently
+ * refilled one; the evicted group's contents are flushed back.  Owner only.
  */
-struct sl__slot *sl__stock_bind(struct sl__stock *s, sl_group *g)
+static struct sl__slot *stock_bind(struct sl__stock *s, sl_group *g)
 {
-	struct sl__slot *victim = NULL;
+	struct sl__slot *victim = sl__slot_find(s, g);
 	uint64_t w;
 	sl_group *old;
 	int i;
 
 	s->clock++;
-	/* The slot bound to g, else an unused slot, else the least recently refilled. */
+	if (victim)
+		goto found;
 	for (i = 0; i < SL__STOCK_SLOTS; i++) {
 		struct sl__slot *sl = &s->slot[i];
 
-		if (sl__load(&sl->group, SL_RELAXED) == g) {
-			victim = sl;
-			goto found;
-		}
 		if (!sl->stamp) {
 			if (!victim || victim->stamp)
 				victim = sl;
@@ -143,21 +147,75 @@ struct sl__slot *sl__stock_bind(struct sl__stock *s, sl_group *g)
 	 */
 	sl__store(&s->inflight, 1, SL_SEQ_CST);
 	w = sl__load(&victim->word, SL_RELAXED);
-	w = sl__exchange(&victim->word, (w & ~SL__UH_MASK) + (UINT64_C(1) << SL__TAG_SHIFT),
+	/* seq_cst: the take is ordered after the flag above for a drainer. */
+	w = sl__exchange(&victim->word, (w & ~SL__CONTENTS_MASK) + (UINT64_C(1) << SL__TAG_SHIFT),
 			 SL_SEQ_CST);
-	if (old && (w & SL__UH_MASK))
-		sl__slot_flush(old, sl__w_units(w), sl__w_ledger(w));
+	if (old && (w & SL__CONTENTS_MASK))
+		slot_flush(old, sl__word_units(w), sl__word_ledger(w));
 	/* Release: pairs with a drainer's acquire load of the group, so that
 	 * a drainer that sees this group also sees the new tag. */
 	sl__store(&victim->group, g, SL_RELEASE);
-	/* Release: pairs with the seq_cst (acquire) load in quiesce_locked(),
-	 * so a waiter that sees 0 also sees the flush. */
+	/* Release: pairs with the seq_cst load in quiesce_locked(), so a
+	 * waiter that sees 0 also sees the flush. */
 	sl__store(&s->inflight, 0, SL_RELEASE);
 found:
 	victim->cap = 2 * g->tree->batch;
 	victim->stamp = s->clock;
 	return victim;
 }
+
+/*
+ * Pre-charge amount + batch to the path and hand amount out of the slot.
+ * Returns 0, or 1 when the batch does not fit under every max and high on
+ * the path: the caller then charges exactly, so a stock never makes a charge
+ * fail (or pass high) that would not without it.
+ */
+int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
+{
+	uint64_t batch = g->tree->batch, extra_local = 0, give_back = 0;
+	struct sl__slot *sl = stock_bind(s, g);
+	uint64_t w;
+
+	if (sl__counter_try(g, amount + batch, 0, batch, NULL) != 0)
+		return 1;
+	w = sl__load(&sl->word, SL_RELAXED);
+	/* A ledger too full to take amount is folded into local below: until
+	 * then those units are in neither, so an over-uncharge check must
+	 * wait for us (see uncharge.c).  seq_cst: as in stock_bind(). */
+	sl__store(&s->inflight, 1, SL_SEQ_CST);
+	/* While an over-uncharge check runs on g, no ledger of g may grow:
+	 * charge exactly (into local) instead.  seq_cst: with the store just
+	 * above, against the check's count and its quiesce; either it waits
+	 * for us or we see it. */
+	if (sl__unlikely(sl__load(&g->checks, SL_SEQ_CST) != 0)) {
+		/* Release: as at the end of stock_bind(). */
+		sl__store(&s->inflight, 0, SL_RELEASE);
+		sl__counter_cancel(g, amount + batch);
+		return 1;
+	}
+	for (;;) {
+		uint64_t u = sl__word_units(w) + batch, h = sl__word_ledger(w) + amount, nw;
+
+		give_back = u > sl->cap ? u - sl->cap : 0;
+		u -= give_back;
+		extra_local = h > SL__LEDGER_MAX ? h : 0;
+		h -= extra_local;
+		nw = (w & ~SL__CONTENTS_MASK) | u | (h << SL__LEDGER_SHIFT);
+		/* Release: pairs with a drainer's acquire load of the word, so
+		 * the drainer sees the group these units were charged to. */
+		if (sl__cas_weak(&sl->word, &w, nw, SL_RELEASE, SL_RELAXED))
+			break;
+	}
+	if (extra_local)
+		sl__fetch_add(&g->local, extra_local, SL_RELAXED);
+	/* Release: pairs with the seq_cst load in quiesce_locked(). */
+	sl__store(&s->inflight, 0, SL_RELEASE);
+	if (give_back)
+		sl__counter_cancel(g, give_back);
+	return 0;
+}
+
+/* ---- other threads' slots ---- */
 
 /* Wait until no owner holds units between a slot and the counters. */
 static void quiesce_locked(void)
@@ -176,130 +234,161 @@ void sl__stock_quiesce(void)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-static bool drain_match(sl_group *p, sl_group *target, enum sl__drain_mode mode)
-{
-	switch (mode) {
-	case SL__DRAIN_GROUP:
-	case SL__DRAIN_LEDGERS:
-		return p == target;
-	case SL__DRAIN_SUBTREE:
-		return sl__is_ancestor(target, p);
-	case SL__DRAIN_TREE:
-		return p->tree == target->tree;
-	}
-	return false;
-}
-
 /*
- * Take the contents of every slot, of every thread, that mode selects (only
- * the ledger under SL__DRAIN_LEDGERS: the owner keeps its pre-charged units
- * and its fast path).  Returns the units given back to the counters.
+ * Visit every slot of every thread whose word has a bit of mask set and
+ * whose group match() accepts, under the registry lock; visit() gets the
+ * slot, its group and the word it read.  The one registry scan.
  */
-uint64_t sl__stock_drain(sl_group *target, enum sl__drain_mode mode)
+typedef bool (*match_fn)(const sl_group *p, const void *arg);
+typedef void (*visit_fn)(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc);
+
+static void scan_locked(uint64_t mask, match_fn match, const void *arg, visit_fn visit, void *acc)
 {
-	uint64_t take_mask = mode == SL__DRAIN_LEDGERS ? SL__H_MAX << SL__H_SHIFT : SL__UH_MASK;
 	struct sl__stock *s;
-	uint64_t freed = 0;
 	int i;
 
-	pthread_mutex_lock(&registry_lock);
 	for (s = registry; s; s = s->next) {
 		for (i = 0; i < SL__STOCK_SLOTS; i++) {
 			struct sl__slot *sl = &s->slot[i];
 			/* Acquire: pairs with the release store of a slot's
-			 * group in sl__stock_bind() and the owner's filling CAS. */
-			uint64_t w = sl__load(&sl->word, SL_ACQUIRE), tag;
-			sl_group *p;
-
-			if (!(w & take_mask))
-				continue;
-			p = sl__load(&sl->group, SL_ACQUIRE);
-			if (!p || !drain_match(p, target, mode))
-				continue;
-			/* The CAS succeeds only if the word, tag included, is
-			 * still what we read: the units are p's. */
-			tag = w >> SL__TAG_SHIFT;
-			while (!sl__cas_weak(&sl->word, &w, w & ~take_mask, SL_SEQ_CST, SL_ACQUIRE)) {
-				/* A new tag means a rebind: the slot is no longer p's. */
-				if ((w & take_mask) == 0 || (w >> SL__TAG_SHIFT) != tag)
-					goto next_slot;
-			}
-			w &= take_mask;
-			if (mode != SL__DRAIN_TREE) {
-				sl__slot_flush(p, sl__w_units(w), sl__w_ledger(w));
-				freed += sl__w_units(w);
-			}
-next_slot:;
-		}
-	}
-	if (mode == SL__DRAIN_TREE)
-		quiesce_locked();
-	pthread_mutex_unlock(&registry_lock);
-	return freed;
-}
-
-/* Units that stocks hold for g's subtree right now. */
-uint64_t sl__stock_units(sl_group *g)
-{
-	struct sl__stock *s;
-	uint64_t sum = 0;
-	int i;
-
-	pthread_mutex_lock(&registry_lock);
-	for (s = registry; s; s = s->next) {
-		for (i = 0; i < SL__STOCK_SLOTS; i++) {
-			struct sl__slot *sl = &s->slot[i];
+			 * group in stock_bind() and the owner's filling CAS. */
 			uint64_t w = sl__load(&sl->word, SL_ACQUIRE);
 			sl_group *p;
 
-			if (!sl__w_units(w))
+			if (!(w & mask))
 				continue;
+			/* Acquire: pairs with stock_bind()'s release of it. */
 			p = sl__load(&sl->group, SL_ACQUIRE);
-			if (p && sl__is_ancestor(g, p))
-				sum += sl__w_units(w);
+			if (p && match(p, arg))
+				visit(sl, p, w, acc);
 		}
 	}
+}
+
+static bool match_group(const sl_group *p, const void *g)
+{
+	return p == g;
+}
+
+static bool match_subtree(const sl_group *p, const void *top)
+{
+	return sl__is_ancestor(top, p);
+}
+
+static bool match_tree(const sl_group *p, const void *t)
+{
+	return p->tree == t;
+}
+
+struct take {
+	uint64_t mask;  /* what to take: units and ledger, or the ledger */
+	bool flush;     /* give it back to the group (not on tree destroy) */
+	uint64_t units; /* units given back */
+};
+
+/* Take the mask's part of the slot, if the word still holds what we read:
+ * the CAS compares the tag too, so the units are p's. */
+static void take_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
+{
+	struct take *tk = acc;
+	uint64_t tag = w >> SL__TAG_SHIFT;
+
+	/* seq_cst on success: ordered with the owners' inflight flags, which
+	 * quiesce reads after a take; acquire on failure: the new word. */
+	while (!sl__cas_weak(&sl->word, &w, w & ~tk->mask, SL_SEQ_CST, SL_ACQUIRE))
+		if ((w & tk->mask) == 0 || (w >> SL__TAG_SHIFT) != tag)
+			return; /* emptied, or rebound to another group */
+	w &= tk->mask;
+	if (tk->flush) {
+		slot_flush(p, sl__word_units(w), sl__word_ledger(w));
+		tk->units += sl__word_units(w);
+	}
+}
+
+static uint64_t take(uint64_t mask, match_fn match, const void *arg)
+{
+	struct take tk = { .mask = mask, .flush = true };
+
+	pthread_mutex_lock(&registry_lock);
+	scan_locked(mask, match, arg, take_slot, &tk);
 	pthread_mutex_unlock(&registry_lock);
-	return sum;
+	return tk.units;
+}
+
+/* Give back the units and fold the ledgers of every slot bound to a group
+ * of top's subtree.  Returns the units given back to the counters. */
+uint64_t sl__stock_drain_subtree(const sl_group *top)
+{
+	return take(SL__CONTENTS_MASK, match_subtree, top);
+}
+
+/* The same for the slots bound to g itself. */
+uint64_t sl__stock_drain_group(const sl_group *g)
+{
+	return take(SL__CONTENTS_MASK, match_group, g);
+}
+
+/* Fold the ledgers of g's slots into g's local charge; the owners keep
+ * their pre-charged units, and their fast path. */
+void sl__stock_fold_ledgers(const sl_group *g)
+{
+	take(SL__LEDGER_MASK, match_group, g);
+}
+
+/* Empty every slot bound to a group of t, without touching the groups
+ * (they are about to be freed), and wait for owners mid-operation. */
+void sl__stock_forget_tree(const sl_tree *t)
+{
+	struct take tk = { .mask = SL__CONTENTS_MASK, .flush = false };
+
+	pthread_mutex_lock(&registry_lock);
+	scan_locked(SL__CONTENTS_MASK, match_tree, t, take_slot, &tk);
+	quiesce_locked();
+	pthread_mutex_unlock(&registry_lock);
+}
+
+struct sum {
+	uint64_t units, ledger;
+};
+
+static void add_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
+{
+	struct sum *sum = acc;
+
+	(void)sl;
+	(void)p;
+	sum->units += sl__word_units(w);
+	sum->ledger += sl__word_ledger(w);
+}
+
+/* Units that stocks hold for g's subtree right now. */
+uint64_t sl__stock_units(const sl_group *g)
+{
+	struct sum sum = { 0, 0 };
+
+	pthread_mutex_lock(&registry_lock);
+	scan_locked(SL__UNITS_MAX, match_subtree, g, add_slot, &sum);
+	pthread_mutex_unlock(&registry_lock);
+	return sum.units;
+}
+
+/* Units and ledgers that stocks hold for g itself (not its descendants). */
+void sl__stock_sum(const sl_group *g, uint64_t *units, uint64_t *ledger)
+{
+	struct sum sum = { 0, 0 };
+
+	pthread_mutex_lock(&registry_lock);
+	scan_locked(SL__CONTENTS_MASK, match_group, g, add_slot, &sum);
+	pthread_mutex_unlock(&registry_lock);
+	*units = sum.units;
+	*ledger = sum.ledger;
 }
 
 /* The ledger of the calling thread's slot for g: what this thread handed to
  * the host for g and has not yet folded into g's local charge. */
-uint64_t sl__stock_my_ledger(sl_group *g)
+uint64_t sl__stock_my_ledger(const sl_group *g)
 {
-	struct sl__slot *sl = tls_stock ? sl__stock_slot_of(tls_stock, g) : NULL;
+	struct sl__slot *sl = sl__tls_stock ? sl__slot_find(sl__tls_stock, g) : NULL;
 
-	return sl ? sl__w_ledger(sl__load(&sl->word, SL_RELAXED)) : 0;
-}
-
-/* The slot of s bound to g, or NULL.  Owner only. */
-struct sl__slot *sl__stock_slot_of(struct sl__stock *s, sl_group *g)
-{
-	int i;
-
-	for (i = 0; i < SL__STOCK_SLOTS; i++)
-		if (sl__load(&s->slot[i].group, SL_RELAXED) == g)
-			return &s->slot[i];
-	return NULL;
-}
-
-/* Units and ledgers that stocks hold for g itself (not its descendants). */
-void sl__stock_sum(sl_group *g, uint64_t *units, uint64_t *ledger)
-{
-	struct sl__stock *s;
-	int i;
-
-	*units = *ledger = 0;
-	pthread_mutex_lock(&registry_lock);
-	for (s = registry; s; s = s->next) {
-		for (i = 0; i < SL__STOCK_SLOTS; i++) {
-			uint64_t w = sl__load(&s->slot[i].word, SL_ACQUIRE);
-
-			if ((w & SL__UH_MASK) && sl__load(&s->slot[i].group, SL_ACQUIRE) == g) {
-				*units += sl__w_units(w);
-				*ledger += sl__w_ledger(w);
-			}
-		}
-	}
-	pthread_mutex_unlock(&registry_lock);
+	return sl ? sl__word_ledger(sl__load(&sl->word, SL_RELAXED)) : 0;
 }

@@ -38,22 +38,23 @@ static int walk_locked(sl_group *top, sl_walk_fn fn, void *arg)
 
 int sl_group_walk(sl_group *scope, sl_walk_fn fn, void *arg)
 {
+	struct sl__walk_frame frame;
 	sl_tree *t;
 	int rc;
 
 	if (!sl__group_valid(scope) || !fn)
 		return -EINVAL;
 	t = scope->tree;
-	if (sl__tls_walk_tree == t) /* nested: the lock is ours already */
+	if (sl__walking(t)) /* nested: the lock is ours already */
 		return walk_locked(scope, fn, arg);
 	pthread_mutex_lock(&t->lock);
 	/* While we hold the topology lock, nothing this thread calls may
 	 * reclaim (reclaim takes it) or change the topology. */
-	sl__tls_walk_tree = t;
+	sl__walk_enter(&frame, t);
 	sl__tls_in_reclaim++;
 	rc = walk_locked(scope, fn, arg);
 	sl__tls_in_reclaim--;
-	sl__tls_walk_tree = NULL;
+	sl__walk_leave(&frame);
 	pthread_mutex_unlock(&t->lock);
 	return rc;
 }
@@ -71,7 +72,7 @@ int sl_group_lookup(sl_group *scope, const char *path, sl_group **out)
 		if (*p == '/' && (p == path || p[1] == '/' || p[1] == '\0'))
 			return -EINVAL;
 	p = path;
-	locked = sl__tls_walk_tree != scope->tree;
+	locked = !sl__walking(scope->tree);
 	if (locked)
 		pthread_mutex_lock(&scope->tree->lock);
 	while (*p) {
@@ -91,9 +92,9 @@ int sl_group_lookup(sl_group *scope, const char *path, sl_group **out)
 	return 0;
 }
 
-int sl_group_path(sl_group *g, char *buf, size_t size)
+int sl_group_path(const sl_group *g, char *buf, size_t size)
 {
-	sl_group *p;
+	const sl_group *p;
 	size_t len = 0, pos;
 
 	if (!sl__group_valid(g) || !buf || !size)
@@ -233,10 +234,7 @@ int sl_group_dump(sl_group *scope, enum sl_dump_format format, char *buf, size_t
 	    (!buf && size))
 		return -EINVAL;
 	if (format == SL_DUMP_JSON)
-		emit(&d.o, "{\"policy\":\"%s\",\"groups\":[",
-		     scope->tree->policy == SL_POLICY_GUARANTEE    ? "guarantee"
-		     : scope->tree->policy == SL_POLICY_GATEKEEPER ? "gatekeeper"
-								   : "protection");
+		emit(&d.o, "{\"policy\":\"%s\",\"groups\":[", scope->tree->policy->name);
 	rc = sl_group_walk(scope, dump_one, &d);
 	if (format == SL_DUMP_JSON)
 		emit(&d.o, "]}\n");

@@ -16,8 +16,8 @@
 
 #include <softlimit/softlimit.h>
 
-/* lib/alloc.c: hidden in the shared library, reachable from the archive. */
-void sl__fault_inject(long after, bool sticky);
+/* Hidden in the shared library, reachable from the archive. */
+#include "testing.h"
 
 static int count_groups(sl_group *g, unsigned depth, void *arg)
 {
@@ -172,7 +172,7 @@ START_TEST(reclaim_without_scratch_memory_frees_no_more_than_asked_and_stays_exa
 {
 	static const enum sl_policy policies[] = { SL_POLICY_GUARANTEE, SL_POLICY_GATEKEEPER,
 						   SL_POLICY_PROTECTION };
-	struct sl_ops ops = { evict };
+	struct sl_ops ops = { .reclaim = evict };
 	unsigned p;
 
 	for (p = 0; p < 3; p++) {

@@ -21,9 +21,8 @@
 
 #include <stdbool.h>
 
-/* lib/charge.c: hidden in the shared library, reachable from the archive. */
-extern unsigned sl__fold_rounds;
-extern void (*sl__fold_hook)(sl_group *g, bool exact);
+/* Hidden in the shared library, reachable from the archive. */
+#include "testing.h"
 
 #define THREADS 8
 #define GROUPS 10 /* more than a stock's 8 slots: slots are rebound as we go */

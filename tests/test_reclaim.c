@@ -1058,7 +1058,7 @@ START_TEST(a_forced_charge_drains_what_callbacks_restocked_before_passing_max)
 {
 	struct sl_tree_opts o;
 	struct sl_limits l;
-	struct sl_ops ops = { alloc_while_evicting };
+	struct sl_ops ops = { .reclaim = alloc_while_evicting };
 	struct sl_stats a;
 	uint64_t held = 40;
 	sl_group *A, *A1;

@@ -114,7 +114,7 @@ static uint64_t evict(sl_group *g, uint64_t target, void *ctx)
 	return f;
 }
 
-static const struct sl_ops ops = { evict };
+static const struct sl_ops ops = { .reclaim = evict };
 
 static void charge_into(sl_group *g, struct host *h, uint64_t n, unsigned flags)
 {

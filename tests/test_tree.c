@@ -215,7 +215,7 @@ START_TEST(group_create_gives_a_child_with_its_name_parent_tree_ctx_and_limits)
 	sl_tree *t = tree_new(0, SL_UNLIMITED);
 	sl_group *root = sl_tree_root(t);
 	struct sl_limits lim, got;
-	struct sl_ops ops = { NULL };
+	struct sl_ops ops = { .reclaim = NULL };
 	int ctx_obj;
 	sl_group *g = NULL, *h = NULL;
 

@@ -841,7 +841,7 @@ START_TEST(inside_a_walk_calls_that_need_the_lock_or_reclaim_refuse_instead_of_d
 {
 	struct sl_tree_opts o;
 	struct inside in = { 0 };
-	struct sl_ops ops = { count_calls };
+	struct sl_ops ops = { .reclaim = count_calls };
 	struct sl_stats st;
 	sl_tree *t;
 

@@ -70,18 +70,30 @@ struct sl_limits {
 	uint64_t max;  /* hard limit                                   (default SL_UNLIMITED) */
 };
 
+/*
+ * Room to grow: sl_ops, sl_tree_opts and sl_stats end in reserved space.
+ * Callers zero it (sl_tree_opts_init() does, and so does any initializer
+ * that names some fields, such as `struct sl_ops ops = { .reclaim = fn }`);
+ * a later release gives it meaning, with zero keeping today's behaviour.
+ * A nonzero reserved field in sl_ops or sl_tree_opts is -EINVAL, so a
+ * program that uses a newer field against an older library fails clearly
+ * instead of being ignored.  sl_group_stats() zeroes it in sl_stats.
+ */
+
 struct sl_ops {
 	/* Free up to `target` units charged directly to g (not its children). The host
 	 * frees objects and calls sl_uncharge() for them as it always does; it returns
 	 * the amount it freed. May be called from any thread that calls sl_charge() or
 	 * sl_reclaim(). */
 	uint64_t (*reclaim)(sl_group *g, uint64_t target, void *ctx);
+	void *reserved[7];     /* zero */
 };
 
 struct sl_tree_opts {
 	enum sl_policy policy;
 	uint64_t batch;        /* per-thread charge batch in units; 0 = library default     */
 	struct sl_limits root; /* limits of the root group: the whole budget                */
+	uint64_t reserved[8];  /* zero */
 };
 
 /**
@@ -92,7 +104,8 @@ SL_API void sl_limits_init(struct sl_limits *lim);
 
 /**
  * sl_tree_opts_init() - fill @opts with the defaults: SL_POLICY_GUARANTEE,
- * batch SL_BATCH_DEFAULT, default root limits.  A NULL @opts is ignored.
+ * batch SL_BATCH_DEFAULT, default root limits, reserved space zeroed.  A
+ * NULL @opts is ignored.
  */
 SL_API void sl_tree_opts_init(struct sl_tree_opts *opts);
 
@@ -103,8 +116,8 @@ SL_API void sl_tree_opts_init(struct sl_tree_opts *opts);
  * @out:  receives the tree.
  *
  * Errors: -EINVAL for a NULL @out, an unknown policy, a batch above
- * SL_BATCH_MAX (other than SL_BATCH_NONE), or inconsistent root limits
- * (min or soft above max); -ENOMEM when memory runs out (nothing is leaked).
+ * SL_BATCH_MAX (other than SL_BATCH_NONE), inconsistent root limits
+ * (min or soft above max) or nonzero reserved space; -ENOMEM when memory runs out (nothing is leaked).
  * Thread-safe.  The caller owns the tree and frees it with sl_tree_destroy().
  */
 SL_API int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out);
@@ -118,22 +131,22 @@ SL_API int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out);
 SL_API void sl_tree_destroy(sl_tree *t);
 
 /** sl_tree_root() - the root group of @t (NULL for a NULL @t).  Thread-safe. */
-SL_API sl_group *sl_tree_root(sl_tree *t);
+SL_API sl_group *sl_tree_root(const sl_tree *t);
 
 /** sl_group_tree() - the tree @g belongs to (NULL for a NULL @g).  Thread-safe. */
-SL_API sl_tree *sl_group_tree(sl_group *g);
+SL_API sl_tree *sl_group_tree(const sl_group *g);
 
 /**
  * sl_tree_policy() - the policy @t was created with (SL_POLICY_GUARANTEE for
  * a NULL @t).  Thread-safe.
  */
-SL_API enum sl_policy sl_tree_policy(sl_tree *t);
+SL_API enum sl_policy sl_tree_policy(const sl_tree *t);
 
 /**
  * sl_tree_batch() - the effective per-thread batch of @t: 0 when stocks are
  * off (SL_BATCH_NONE), else the batch in units.  0 for a NULL @t.
  */
-SL_API uint64_t sl_tree_batch(sl_tree *t);
+SL_API uint64_t sl_tree_batch(const sl_tree *t);
 
 /**
  * sl_group_create() - create a child of @parent.
@@ -144,7 +157,8 @@ SL_API uint64_t sl_tree_batch(sl_tree *t);
  * @out:  receives the group.
  *
  * Errors: -EINVAL for a NULL @parent or @out, a bad name, inconsistent limits
- * (min or soft above max) or a depth beyond SL_DEPTH_MAX; -EEXIST when a
+ * (min or soft above max), a depth beyond SL_DEPTH_MAX or nonzero reserved
+ * space in @ops; -EEXIST when a
  * sibling has that name; -ENOMEM when memory runs out (the tree is as it was);
  * -EBUSY when called from inside sl_group_walk() of the same tree.
  * Thread-safe: groups may be created and destroyed while other threads
@@ -182,16 +196,16 @@ SL_API int sl_group_destroy(sl_group *g);
 SL_API int sl_group_set_limits(sl_group *g, const struct sl_limits *lim);
 
 /** sl_group_limits() - copy @g's limits to @out.  -EINVAL for NULL arguments. */
-SL_API int sl_group_limits(sl_group *g, struct sl_limits *out);
+SL_API int sl_group_limits(const sl_group *g, struct sl_limits *out);
 
 /** sl_group_name() - @g's name (the root's is ""); valid while @g lives.  NULL for NULL. */
-SL_API const char *sl_group_name(sl_group *g);
+SL_API const char *sl_group_name(const sl_group *g);
 
 /** sl_group_parent() - @g's parent; NULL for the root or a NULL @g. */
-SL_API sl_group *sl_group_parent(sl_group *g);
+SL_API sl_group *sl_group_parent(const sl_group *g);
 
 /** sl_group_ctx() - the ctx given to sl_group_create() (NULL for the root or a NULL @g). */
-SL_API void *sl_group_ctx(sl_group *g);
+SL_API void *sl_group_ctx(const sl_group *g);
 
 enum {
 	SL_NORECLAIM = 1u << 0, /* never reclaim: fail at once (the caller holds locks)  */
@@ -330,7 +344,7 @@ SL_API int sl_group_lookup(sl_group *scope, const char *path, sl_group **out);
  * arguments, or -ENOSPC when it does not fit (@buf then holds a truncated,
  * terminated path).  Thread-safe.
  */
-SL_API int sl_group_path(sl_group *g, char *buf, size_t size);
+SL_API int sl_group_path(const sl_group *g, char *buf, size_t size);
 
 enum sl_dump_format {
 	SL_DUMP_TEXT = 0, /* one aligned line per group, indented by depth */
@@ -361,6 +375,7 @@ struct sl_stats {
 	uint64_t events_max;  /* charges that hit max (failed, reclaimed or forced)         */
 	uint64_t events_oom;  /* charges that failed for good at max                        */
 	uint64_t reclaimed;   /* units freed from this group by its reclaim callback        */
+	uint64_t reserved[8]; /* zeroed by sl_group_stats(); later releases fill it         */
 };
 
 /**
@@ -370,7 +385,7 @@ struct sl_stats {
  * stocks hold for @g's subtree.  Errors: -EINVAL for NULL arguments.
  * Thread-safe; takes the stock registry's lock briefly to sum the stocks.
  */
-SL_API int sl_group_stats(sl_group *g, struct sl_stats *out);
+SL_API int sl_group_stats(const sl_group *g, struct sl_stats *out);
 
 /**
  * sl_tree_check() - check the invariants of a quiescent tree, the slow and

@@ -203,7 +203,7 @@ static uint64_t reclaim_cb(sl_group *g, uint64_t target, void *ctx)
 	return f;
 }
 
-static const struct sl_ops ops = { reclaim_cb };
+static const struct sl_ops ops = { .reclaim = reclaim_cb };
 
 static void decode_limits(struct input *in, struct sl_limits *l)
 {

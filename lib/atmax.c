@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A charge that does not fit under some max: drain the stocks in the way,
+ * reclaim, ask the host's OOM handler, and with SL_FORCE charge past max.
+ * charge.c reaches this through tree->at_max.
+ */
+#include "internal.h"
+
+/* How many times a charge at max reclaims and retries before it fails. */
+#define SL__RECLAIM_RETRIES 16
+
+/* A charge of need units did not fit under at's max: reclaim what is
+ * missing.  Returns nonzero when the charge should be tried again. */
+static uint64_t reclaim_for_charge(sl_group *at, uint64_t need)
+{
+	uint64_t count, max, freed;
+
+	sl__reclaim_lock(at->tree);
+	/* Another reclaim may have made room while we waited; idle stock
+	 * units are not usage either. */
+	sl__stock_drain_subtree(at);
+	count = sl__usage_of(at);
+	max = sl__load(&at->max, SL_RELAXED);
+	if (max >= need && count <= max - need) {
+		sl__reclaim_unlock(at->tree);
+		return 1;
+	}
+	freed = need > max ? 0 : sl__reclaim_locked(at, count - (max - need));
+	sl__reclaim_unlock(at->tree);
+	return freed;
+}
+
+/* The host's OOM handler, if any: nonzero asks for one more try. */
+static bool ask_oom_handler(sl_group *at, uint64_t need)
+{
+	sl_tree *t = at->tree;
+	sl_oom_fn fn;
+	void *ctx;
+	int again;
+
+	pthread_mutex_lock(&t->lock);
+	fn = t->oom_fn;
+	ctx = t->oom_ctx;
+	pthread_mutex_unlock(&t->lock);
+	if (!fn)
+		return false;
+	sl__tls_in_reclaim++;
+	again = fn(at, need, ctx);
+	sl__tls_in_reclaim--;
+	return again != 0;
+}
+
+/*
+ * Before a forced charge: bring back the stocks under the highest group it
+ * would pass, so that it passes only the maxes that real usage is over.
+ * Drained again even if the charge drained there before: reclaim callbacks
+ * and the OOM handler may have charged, and refilled stocks, since.
+ */
+static void force_room(sl_group *g, uint64_t amount)
+{
+	sl_group *top = NULL, *p;
+
+	for (p = g; p; p = p->parent) {
+		uint64_t count = sl__load(&p->count, SL_RELAXED);
+
+		if (count > UINT64_MAX - amount || count + amount > sl__load(&p->max, SL_RELAXED))
+			top = p;
+	}
+	if (top)
+		sl__stock_drain_subtree(top);
+}
+
+/*
+ * Charge exactly amount, which did not fit under fail's max: other threads'
+ * idle stock units first (a charge that fits once they are back has not hit
+ * max), then reclaim, then the host's OOM handler; SL_FORCE then charges
+ * past max.  One max event per charge that hit max, on the group in the way.
+ */
+int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
+{
+	bool hit = false, oom_asked = false;
+	bool may_reclaim = !(flags & SL_NORECLAIM) && !sl__reclaim_forbidden();
+	sl_group *drained = NULL;
+	unsigned tries = 0;
+	int rc = -ENOMEM;
+
+	for (;;) {
+		/* Drain the stocks under the group in the way unless a drain
+		 * already covered it; each new drain covers a strictly larger
+		 * subtree, so there are at most depth + 1 of them between two
+		 * reclaims. */
+		if (!drained || !sl__is_ancestor(drained, fail)) {
+			drained = fail;
+			if (sl__stock_drain_subtree(fail))
+				goto retry;
+		}
+		if (!hit) {
+			hit = true;
+			sl__count(&fail->events_max);
+		}
+		if (!may_reclaim)
+			break;
+		/* Callbacks and the OOM handler may charge (never reclaiming)
+		 * and so refill stocks: after either, drain afresh. */
+		if (tries < SL__RECLAIM_RETRIES) {
+			tries++;
+			if (reclaim_for_charge(fail, amount)) {
+				drained = NULL;
+				goto retry;
+			}
+		}
+		/* Reclaim could not make room: the host's OOM handler may drop
+		 * something and ask for one more try. */
+		if (oom_asked)
+			break;
+		oom_asked = true;
+		if (!ask_oom_handler(fail, amount))
+			break;
+		drained = NULL;
+retry:
+		rc = sl__counter_try(g, amount, 0, 0, &fail);
+		if (rc != -ENOMEM)
+			break;
+	}
+	if (rc == -ENOMEM) {
+		if (!(flags & SL_FORCE)) {
+			sl__count(&fail->events_oom);
+			return rc;
+		}
+		force_room(g, amount);
+		/* Fails only if a counter would overflow. */
+		rc = sl__counter_try(g, amount, SL_FORCE, 0, NULL);
+	}
+	if (rc == 0)
+		sl__fetch_add(&g->local, amount, SL_RELAXED);
+	return rc;
+}
+
+int sl_tree_set_oom_handler(sl_tree *t, sl_oom_fn fn, void *ctx)
+{
+	bool locked;
+
+	if (!t)
+		return -EINVAL;
+	locked = !sl__walking(t); /* inside a walk the lock is ours */
+	if (locked)
+		pthread_mutex_lock(&t->lock);
+	t->oom_fn = fn;
+	t->oom_ctx = ctx;
+	if (locked)
+		pthread_mutex_unlock(&t->lock);
+	return 0;
+}

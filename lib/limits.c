@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bringing usage back under a limit: a max lowered by
+ * sl_group_set_limits(), and high at the host's safe point
+ * (sl_handle_over_high()).
+ */
+#include "internal.h"
+
+/* Reclaim g's subtree under its max; -EBUSY if it cannot be done now. */
+static int shrink_to_max(sl_group *g, uint64_t count)
+{
+	uint64_t max = sl__load(&g->max, SL_RELAXED), usage;
+	int round;
+
+	if (count <= max)
+		return 0;
+	if (sl__reclaim_forbidden())
+		return -EBUSY;
+	sl__reclaim_lock(g->tree);
+	for (round = 0; round < 4; round++) {
+		sl__stock_drain_subtree(g);
+		usage = sl__usage_of(g);
+		if (usage <= max || !sl__reclaim_locked(g, usage - max))
+			break;
+	}
+	usage = sl__usage_of(g);
+	sl__reclaim_unlock(g->tree);
+	return usage <= max ? 0 : -EBUSY;
+}
+
+int sl_group_set_limits(sl_group *g, const struct sl_limits *lim)
+{
+	if (!sl__group_valid(g) || !lim || !sl__limits_valid(lim))
+		return -EINVAL;
+	/* The count read after the new max is in place includes every
+	 * charge that passed the old one (counter.c). */
+	return shrink_to_max(g, sl__counter_set_limits(g, lim));
+}
+
+int sl_high_pending(void)
+{
+	return sl__tls_high_pending;
+}
+
+uint64_t sl_handle_over_high(sl_group *g)
+{
+	uint64_t freed = 0;
+	sl_tree *t;
+
+	if (!sl__group_valid(g) || sl__reclaim_forbidden())
+		return 0;
+	sl__tls_high_pending = false;
+	t = g->tree;
+	sl__reclaim_lock(t);
+	for (; g; g = g->parent) {
+		uint64_t high = sl__load(&g->high, SL_RELAXED), usage;
+
+		if (high == SL_UNLIMITED || sl__usage_of(g) <= high)
+			continue;
+		sl__stock_drain_subtree(g);
+		usage = sl__usage_of(g);
+		if (usage > high)
+			freed += sl__reclaim_locked(g, usage - high);
+	}
+	sl__reclaim_unlock(t);
+	return freed;
+}

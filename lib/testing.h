@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test-only hooks of the library: hidden symbols that tests linked against
+ * the static archive reach through this one header (tests add lib/ to their
+ * include path), never through extern lines of their own.
+ */
+#ifndef SL_TESTING_H
+#define SL_TESTING_H
+
+#include <stdbool.h>
+
+#include <softlimit/softlimit.h>
+
+/* alloc.c: let `after` more allocations succeed, then fail the next one
+ * (all of them if sticky); after < 0 turns failures off. */
+void sl__fault_inject(long after, bool sticky);
+
+/* uncharge.c: ordinary folds an uncharge that comes up short makes before
+ * the exact over-uncharge check; tests set it to 0 to drive every
+ * shortfall through that check. */
+extern unsigned sl__fold_rounds;
+/* uncharge.c: called between an ordinary fold and the take that follows it
+ * (exact false), and inside the exact check after its drain (exact true),
+ * so that a test can make other threads move units exactly there. */
+extern void (*sl__fold_hook)(sl_group *g, bool exact);
+
+#endif /* SL_TESTING_H */
