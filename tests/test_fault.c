@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include <softlimit/softlimit.h>
@@ -216,6 +217,56 @@ START_TEST(reclaim_without_scratch_memory_frees_no_more_than_asked_and_stays_exa
 }
 END_TEST
 
+/*
+ * Regression: without memory for the split's order, the remainder went to
+ * parts by position, weight or not, so a group at its min lost units (under
+ * PROTECTION, min 5 at usage 5 ended at 0).  Parts b, c, d of weight 1 each
+ * share a step of 2: every part rounds to 0, two units remain, and the
+ * first positions are the scope and a, which may give nothing.
+ */
+START_TEST(reclaim_without_scratch_memory_never_takes_min)
+{
+	static const enum sl_policy policies[] = { SL_POLICY_GUARANTEE, SL_POLICY_GATEKEEPER,
+						   SL_POLICY_PROTECTION };
+	struct sl_ops ops = { .reclaim = evict };
+	unsigned p;
+	long n;
+
+	for (p = 0; p < 3; p++) {
+		for (n = 0; n < 12; n++) {
+			static const char *const names[] = { "b", "c", "d", "a" };
+			struct sl_tree_opts o;
+			struct host h[4] = { { 0 } };
+			sl_group *g[4];
+			struct sl_limits l;
+			sl_tree *t;
+			int i;
+
+			sl_tree_opts_init(&o);
+			o.policy = policies[p];
+			o.batch = SL_BATCH_NONE;
+			ck_assert_int_eq(sl_tree_create(&o, &t), 0);
+			/* a is created last, so it comes first among the children. */
+			for (i = 0; i < 4; i++) {
+				sl_limits_init(&l);
+				l.min = i == 3 ? 5 : 0;
+				ck_assert_int_eq(sl_group_create(sl_tree_root(t), names[i], &l, &ops, &h[i], &g[i]), 0);
+				h[i].held = i == 3 ? 5 : 1;
+				ck_assert_int_eq(sl_charge(g[i], h[i].held, 0), 0);
+			}
+			sl__fault_inject(n, true);
+			sl_reclaim(sl_tree_root(t), 32, 0);
+			sl__fault_inject(-1, false);
+			ck_assert_msg(usage_of(g[3]) == 5, "policy %u, allocation %ld failed: a at %" PRIu64 " of min 5",
+				      p, n, usage_of(g[3]));
+			ck_assert_uint_eq(usage_of(g[3]), h[3].held);
+			ck_assert_int_eq(sl_tree_check(t), 0);
+			sl_tree_destroy(t);
+		}
+	}
+}
+END_TEST
+
 START_TEST(dump_fails_with_enomem_or_succeeds_whole)
 {
 	char buf[8192];
@@ -255,6 +306,7 @@ static Suite *fault_suite(void)
 	tcase_add_test(tc, many_groups_still_work_when_the_name_index_cannot_grow);
 	tcase_add_test(tc, charges_stay_exact_when_a_stock_cannot_be_allocated);
 	tcase_add_test(tc, reclaim_without_scratch_memory_frees_no_more_than_asked_and_stays_exact);
+	tcase_add_test(tc, reclaim_without_scratch_memory_never_takes_min);
 	tcase_add_test(tc, dump_fails_with_enomem_or_succeeds_whole);
 	suite_add_tcase(s, tc);
 	return s;

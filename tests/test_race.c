@@ -11,6 +11,8 @@
 
 #include "helpers.h"
 
+#include <sched.h>
+
 #define CHARGERS 3
 #define LEAVES 2
 
@@ -197,12 +199,99 @@ START_TEST(groups_come_and_go_while_other_threads_charge)
 }
 END_TEST
 
+/*
+ * Regression: lowering max raced with a charge that had read the old max
+ * before its CAS, so the charge landed after sl_group_set_limits() had
+ * returned 0 ("in force when the call returns").  Chargers push against
+ * the max while it is lowered to exactly the count; whenever the call
+ * returns 0, the chargers are paused and the count must be within it.
+ */
+#define MAX_CHARGERS 2
+
+struct max_race {
+	sl_group *g;
+	atomic_int stop, pause, paused;
+};
+
+static void *max_charger(void *arg)
+{
+	struct max_race *m = arg;
+	uint64_t held = 0;
+
+	while (!atomic_load(&m->stop)) {
+		if (atomic_load(&m->pause)) {
+			atomic_fetch_add(&m->paused, 1);
+			while (atomic_load(&m->pause))
+				sched_yield();
+			atomic_fetch_sub(&m->paused, 1);
+			continue;
+		}
+		if (held < 64 && sl_charge(m->g, 1, SL_NORECLAIM) == 0) {
+			held++;
+		} else if (held >= 64) {
+			if (sl_uncharge(m->g, held) != 0)
+				T_CHECK(0, "uncharge of %" PRIu64 " held units failed", held);
+			held = 0;
+		}
+	}
+	T_CHECK(!held || sl_uncharge(m->g, held) == 0, "final uncharge of %" PRIu64 " failed", held);
+	return NULL;
+}
+
+START_TEST(a_lowered_max_is_in_force_when_set_limits_returns)
+{
+	struct max_race m = { 0 };
+	pthread_t th[MAX_CHARGERS];
+	unsigned long rounds = 0, in_force = 0, over = 0;
+	double until = now_seconds() + test_seconds("SL_RACE_SECONDS", 0.5);
+	struct sl_limits hi, lo;
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	int i;
+
+	m.g = group_new(sl_tree_root(t), "g", 1000000);
+	sl_limits_init(&hi);
+	hi.max = 1000000;
+	for (i = 0; i < MAX_CHARGERS; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, max_charger, &m), 0);
+	while (now_seconds() < until) {
+		struct sl_stats st = stats_of(m.g);
+
+		sl_limits_init(&lo);
+		lo.max = st.usage + st.stocked ? st.usage + st.stocked : 1;
+		rounds++;
+		if (sl_group_set_limits(m.g, &lo) == 0) {
+			in_force++;
+			atomic_store(&m.pause, 1);
+			while (atomic_load(&m.paused) != MAX_CHARGERS)
+				sched_yield();
+			st = stats_of(m.g);
+			if (st.usage + st.stocked > lo.max)
+				over++;
+			atomic_store(&m.pause, 0);
+		}
+		ck_assert_int_eq(sl_group_set_limits(m.g, &hi), 0);
+	}
+	atomic_store(&m.stop, 1);
+	for (i = 0; i < MAX_CHARGERS; i++)
+		pthread_join(th[i], NULL);
+	printf("set_max race (%s): %lu rounds, %lu returned 0, %lu found over the new max\n",
+	       test_batch_name(_i), rounds, in_force, over);
+	ASSERT_NO_THREAD_FAILURE();
+	ck_assert_uint_eq(over, 0);
+	ck_assert_uint_gt(in_force, 0);
+	ck_assert_uint_eq(stats_of(m.g).usage, 0);
+	assert_tree_ok(t);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 static Suite *race_suite(void)
 {
 	Suite *s = suite_create("race");
 	TCase *tc = tcase_create("create and destroy under charges");
 
 	tcase_add_loop_test(tc, groups_come_and_go_while_other_threads_charge, 0, SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, a_lowered_max_is_in_force_when_set_limits_returns, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 	return s;
 }

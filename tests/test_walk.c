@@ -871,6 +871,79 @@ START_TEST(inside_a_walk_calls_that_need_the_lock_or_reclaim_refuse_instead_of_d
 }
 END_TEST
 
+/*
+ * Regression: a walk of tree B inside a walk of tree A reset the thread's
+ * "inside a walk" mark to none instead of to A, and a lookup on A then
+ * took A's lock a second time (a deadlock; Check's timeout reports it).
+ * Walks nest to any depth and across trees: inside each, calls on every
+ * tree being walked refuse or go without the lock, as at the top.
+ */
+struct nest {
+	sl_tree *t[3];
+	int level, visits, errors;
+};
+
+static int nest_probe(struct nest *n, int upto)
+{
+	sl_group *g;
+	int i;
+
+	/* Every tree walked so far: lookups work, creates refuse. */
+	for (i = 0; i <= upto; i++) {
+		if (sl_group_lookup(sl_tree_root(n->t[i]), "x", &g) != 0)
+			n->errors++;
+		if (sl_group_create(sl_tree_root(n->t[i]), "y", NULL, NULL, NULL, &g) != -EBUSY)
+			n->errors++;
+	}
+	return 0;
+}
+
+static int nest_visit(sl_group *g, unsigned depth, void *arg)
+{
+	struct nest *n = arg;
+	int me = n->level;
+
+	(void)depth;
+	if (sl_group_parent(g)) /* only at each tree's root */
+		return 0;
+	n->visits++;
+	nest_probe(n, me);
+	if (me < 2) {
+		n->level = me + 1;
+		if (sl_group_walk(sl_tree_root(n->t[me + 1]), nest_visit, n) != 0)
+			n->errors++;
+		/* Back in the walk of tree me: the mark says so. */
+		n->level = me;
+		nest_probe(n, me);
+		/* A nested walk of the same tree works too. */
+		if (sl_tree_check(n->t[me]) != 0)
+			n->errors++;
+		nest_probe(n, me);
+	}
+	return 0;
+}
+
+START_TEST(walks_nest_across_trees_and_each_tree_stays_marked)
+{
+	struct nest n = { .level = 0 };
+	sl_group *g;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(sl_tree_create(NULL, &n.t[i]), 0);
+		ck_assert_int_eq(sl_group_create(sl_tree_root(n.t[i]), "x", NULL, NULL, NULL, &g), 0);
+	}
+	ck_assert_int_eq(sl_group_walk(sl_tree_root(n.t[0]), nest_visit, &n), 0);
+	ck_assert_int_eq(n.visits, 3);
+	ck_assert_int_eq(n.errors, 0);
+	/* Outside every walk: creates work again on every tree. */
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(sl_group_create(sl_tree_root(n.t[i]), "y", NULL, NULL, NULL, &g), 0);
+		sl_tree_destroy(n.t[i]);
+	}
+}
+END_TEST
+
 static Suite *walk_suite(void)
 {
 	Suite *s = suite_create("walk");
@@ -884,6 +957,7 @@ static Suite *walk_suite(void)
 	tcase_add_test(tc, walk_callback_may_charge_read_stats_and_set_limits);
 	tcase_add_test(tc, walk_with_null_arguments_is_einval);
 	tcase_add_test(tc, inside_a_walk_calls_that_need_the_lock_or_reclaim_refuse_instead_of_deadlocking);
+	tcase_add_test(tc, walks_nest_across_trees_and_each_tree_stays_marked);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("lookup");
