@@ -6,28 +6,35 @@
  */
 #include "internal.h"
 
-/* How many times a charge at max reclaims and retries before it fails. */
-#define SL__RECLAIM_RETRIES 16
+#include <sched.h>
 
-/* A charge of need units did not fit under at's max: reclaim what is
- * missing.  Returns nonzero when the charge should be tried again. */
+/* Rounds in a row in which no reclaim of the tree made progress before a
+ * charge at max gives up (the kernel's MAX_RECLAIM_RETRIES). */
+#define SL__RECLAIM_RETRIES 16
+/* Rounds a charge waits in all for reclaims of others that are in flight. */
+#define SL__WAIT_ROUNDS 4096
+
+/*
+ * A charge of need units did not fit under at's max: reclaim what is
+ * missing plus the tree's reclaim batch, so that one reclaim serves the
+ * charges that follow (a full cache charges at max on every set).  Returns
+ * what this reclaim freed, or 1 if room appeared without one.
+ */
 static uint64_t reclaim_for_charge(sl_group *at, uint64_t need)
 {
-	uint64_t count, max, freed;
+	uint64_t count, max, batch = at->tree->reclaim_batch;
 
-	sl__reclaim_lock(at->tree);
-	/* Another reclaim may have made room while we waited; idle stock
-	 * units are not usage either. */
+	/* Idle stock units are not usage: room may be there already. */
 	sl__stock_drain_subtree(at);
 	count = sl__usage_of(at);
 	max = sl__load(&at->max, SL_RELAXED);
-	if (max >= need && count <= max - need) {
-		sl__reclaim_unlock(at->tree);
+	if (max >= need && count <= max - need)
 		return 1;
-	}
-	freed = need > max ? 0 : sl__reclaim_locked(at, count - (max - need));
-	sl__reclaim_unlock(at->tree);
-	return freed;
+	if (need > max)
+		return 0;
+	/* A batch small against max: at most 1/16 of it. */
+	batch = sl__min_u64(batch, max / 16);
+	return sl__reclaim(at, count - (max - need) + batch);
 }
 
 /* The host's OOM handler, if any: nonzero asks for one more try. */
@@ -75,16 +82,26 @@ static void force_room(sl_group *g, uint64_t amount)
  * idle stock units first (a charge that fits once they are back has not hit
  * max), then reclaim, then the host's OOM handler; SL_FORCE then charges
  * past max.  One max event per charge that hit max, on the group in the way.
+ *
+ * The rule for failing (in the header): only after SL__RECLAIM_RETRIES
+ * rounds in a row in which no reclaim of the tree freed anything, this
+ * charge's or another thread's, and then the OOM handler declined.  Room
+ * that another charge took first is no reason to fail while reclaims make
+ * progress; reclaims of others in flight are waited for, boundedly.
  */
 int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
 {
 	bool hit = false, oom_asked = false;
 	bool may_reclaim = !(flags & SL_NORECLAIM) && !sl__reclaim_forbidden();
+	sl_tree *t = g->tree;
+	struct sl__stock *stock = t->batch && amount <= t->batch ? sl__stock_get() : NULL;
 	sl_group *drained = NULL;
-	unsigned tries = 0;
+	unsigned idle = 0, waits = 0;
 	int rc = -ENOMEM;
 
 	for (;;) {
+		uint64_t seen;
+
 		/* Drain the stocks under the group in the way unless a drain
 		 * already covered it; each new drain covers a strictly larger
 		 * subtree, so there are at most depth + 1 of them between two
@@ -100,14 +117,29 @@ int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
 		}
 		if (!may_reclaim)
 			break;
-		/* Callbacks and the OOM handler may charge (never reclaiming)
-		 * and so refill stocks: after either, drain afresh. */
-		if (tries < SL__RECLAIM_RETRIES) {
-			tries++;
+		/* Relaxed: a tally; what it orders is nothing but our retry. */
+		seen = sl__load(&t->progress, SL_RELAXED);
+		if (idle < SL__RECLAIM_RETRIES) {
+			/* Callbacks and the OOM handler may charge (never
+			 * reclaiming) and so refill stocks: after either, drain
+			 * afresh. */
+			drained = NULL;
 			if (reclaim_for_charge(fail, amount)) {
-				drained = NULL;
+				idle = 0;
 				goto retry;
 			}
+			if (sl__load(&t->progress, SL_RELAXED) != seen) {
+				idle = 0; /* someone else made room */
+				goto retry;
+			}
+			if (sl__load(&t->reclaimers, SL_RELAXED) && waits < SL__WAIT_ROUNDS) {
+				/* Others hold claims on what we would take. */
+				waits++;
+				sched_yield();
+				goto retry;
+			}
+			idle++;
+			goto retry;
 		}
 		/* Reclaim could not make room: the host's OOM handler may drop
 		 * something and ask for one more try. */
@@ -116,8 +148,14 @@ int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
 		oom_asked = true;
 		if (!ask_oom_handler(fail, amount))
 			break;
+		idle = 0;
 		drained = NULL;
 retry:
+		/* The room a reclaim made goes to this thread first: a refill
+		 * takes a stock's batch of it, so the charges that follow do
+		 * not each meet max again. */
+		if (stock && sl__stock_refill(stock, g, amount) == 0)
+			return 0;
 		rc = sl__counter_try(g, amount, 0, 0, &fail);
 		if (rc != -ENOMEM)
 			break;

@@ -6,7 +6,36 @@
  */
 #include "internal.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 _Thread_local bool sl__tls_high_pending;
+
+/* Above max - headroom: background reclaim has work. */
+static bool over_watermark(const sl_group *p, uint64_t count)
+{
+	uint64_t headroom = sl__load(&p->headroom, SL_RELAXED), max;
+
+	if (!headroom)
+		return false;
+	max = sl__load(&p->max, SL_RELAXED);
+	return count > (max > headroom ? max - headroom : 0);
+}
+
+/*
+ * Wake the tree's background reclaimer if it sleeps.  seq_cst: our count's
+ * CAS, then this load; the sleeper stores its flag, then reads the counts
+ * (background.c): either it sees our count or we see its flag.
+ */
+void sl__counter_wake_background(sl_tree *t)
+{
+	if (!sl__load(&t->bg_sleeping, SL_SEQ_CST) || !sl__exchange(&t->bg_sleeping, 0, SL_SEQ_CST))
+		return;
+	/* Release: pairs with the sleeper's acquire read of the word. */
+	sl__fetch_add(&t->bg_wake, 1, SL_RELEASE);
+	syscall(SYS_futex, (uint32_t *)&t->bg_wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 /*
  * Charge amount to g and every ancestor, each level by a CAS that refuses to
@@ -69,6 +98,8 @@ again:
 			sl__count(&p->events_high);
 			sl__tls_high_pending = true;
 		}
+		if (sl__unlikely(over_watermark(p, now[i])))
+			sl__counter_wake_background(p->tree);
 	}
 	return 0;
 undo:

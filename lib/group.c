@@ -10,7 +10,7 @@
 #include <string.h>
 
 _Static_assert(sizeof(struct sl_group) <= 256, "a group must fit in 256 bytes plus its name");
-_Static_assert(offsetof(struct sl_group, name) <= 256 - 48, "room for a 47-byte name in 256 bytes");
+_Static_assert(offsetof(struct sl_group, name) <= 256 - 24, "room for a 23-byte name in 256 bytes");
 _Static_assert(SL_DEPTH_MAX <= UINT16_MAX && SL_NAME_MAX <= UINT16_MAX, "depth and name_len are 16-bit");
 
 bool sl__limits_valid(const struct sl_limits *lim)

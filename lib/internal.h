@@ -90,9 +90,18 @@ struct sl_group {
 	sl_atomic32 checks;
 	sl_atomic64 emin;         /* effective protection, as the last reclaim computed it */
 	sl_atomic64 esoft;
+
+	/* ---- reclaim state ---- */
 	_Atomic(sl_group *) over_next; /* the tree's index of groups over their soft limit */
-	sl_atomic32 over_flag;    /* 1 while in that index */
-	uint32_t low_seq;         /* last reclaim that counted a low event here (reclaim_lock) */
+	sl_atomic32 over_flag;    /* 1 while in that index (pending or member) */
+	/* Reclaims holding a pointer to this group (a snapshot, a candidate,
+	 * a destroyed child on its way out): destroy waits for 0. */
+	sl_atomic32 pins;
+	sl_atomic32 low_seq;      /* last reclaim that counted a low event here */
+	/* Units that reclaims in flight are asking callbacks in this subtree
+	 * for: what concurrent reclaimers see as already taken. */
+	sl_atomic64 claimed;
+	sl_atomic64 headroom;     /* background reclaim keeps count <= max - headroom; 0 = none */
 
 	/* ---- the name, copied, NUL-terminated ---- */
 	char name[];
@@ -116,10 +125,11 @@ struct sl__policy {
 
 struct sl_tree {
 	/* ---- written by chargers: a group going over its soft limit ---- */
-	_Alignas(SL__CACHELINE) _Atomic(sl_group *) over_head; /* pushed lock-free */
+	_Alignas(SL__CACHELINE) _Atomic(sl_group *) over_pending; /* pushed lock-free */
 
 	/* ---- read on every refill and slow-path charge; set at creation ---- */
 	_Alignas(SL__CACHELINE) uint64_t batch; /* 0 = no stocks */
+	uint64_t reclaim_batch;   /* extra units a charge at max reclaims; 0 = exact */
 	enum sl_policy policy_id;
 	const struct sl__policy *policy;
 	/* A charge that does not fit under some max: the engine's at-max path
@@ -127,17 +137,29 @@ struct sl_tree {
 	int (*at_max)(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail);
 	sl_group *root;
 
+	/* ---- written by reclaimers, read by charges at max ---- */
+	_Alignas(SL__CACHELINE) sl_atomic64 progress; /* units every reclaim of the tree freed */
+	sl_atomic32 reclaimers;   /* reclaims in flight */
+	sl_atomic32 reclaim_seq;  /* numbers reclaims, for low events */
+	sl_atomic32 bg_wake;      /* bumped to wake the background reclaimer (a futex word) */
+	sl_atomic32 bg_sleeping;  /* the background reclaimer is about to sleep or sleeps */
+	sl_atomic32 bg_stop;      /* sl_background_stop() was called */
+
 	/* ---- under the locks ---- */
 	_Alignas(SL__CACHELINE) pthread_mutex_t lock; /* topology: create, destroy, the name hash */
-	/* Serialises reclaims of the tree, callbacks included, and group
-	 * destroy against them.  Lock order: reclaim_lock, then lock. */
-	pthread_mutex_t reclaim_lock;
-	uint32_t reclaim_seq;     /* under reclaim_lock */
+	/* The over-soft index's members, and folding pending pushes into them;
+	 * never held while a callback runs. */
+	pthread_mutex_t index_lock;
+	_Atomic(sl_group *) over_members; /* changed under index_lock only */
+	/* Checks and takes of claims (reclaim.c); never held while a callback runs. */
+	pthread_mutex_t claim_lock;
 	sl_oom_fn oom_fn;         /* under lock */
 	void *oom_ctx;
 	sl_group **hash;
 	size_t hash_mask;         /* buckets - 1 */
 	size_t nr_groups;
+	sl_group **headroom_groups; /* groups with a headroom, under lock */
+	size_t nr_headroom, cap_headroom;
 };
 
 /* ---- the per-thread stock (stock.c) ----
@@ -199,16 +221,16 @@ static inline struct sl__slot *sl__slot_find(struct sl__stock *s, const sl_group
 /* Thread-local marks, each owned by one file. */
 /* Inside a reclaim callback or the OOM handler: nested charges never reclaim (reclaim.c). */
 extern _Thread_local unsigned sl__tls_in_reclaim;
-/* Holding some tree's reclaim_lock (reclaim.c). */
-extern _Thread_local unsigned sl__tls_reclaim_owner;
+/* Running a reclaim's decisions, between callbacks (reclaim.c). */
+extern _Thread_local unsigned sl__tls_reclaiming;
 /* A charge by this thread went past some group's high (counter.c). */
 extern _Thread_local bool sl__tls_high_pending;
 
-/* True when this thread must not reclaim now: it is inside a callback or
- * holds a reclaim lock. */
+/* True when this thread must not reclaim now: it is inside a callback, a
+ * walk or a reclaim. */
 static inline bool sl__reclaim_forbidden(void)
 {
-	return sl__tls_in_reclaim || sl__tls_reclaim_owner;
+	return sl__tls_in_reclaim || sl__tls_reclaiming;
 }
 
 /* ---- 0: alloc.c: the library's allocations, which a test can make fail ---- */
@@ -241,9 +263,11 @@ void sl__walk_leave(struct sl__walk_frame *f);
 
 /* ---- 2: overindex.c ---- */
 void sl__over_push(sl_group *g);
-void sl__over_forget(sl_group *g);
-sl_group *sl__over_take_all(sl_tree *t);
-void sl__over_put_back(sl_tree *t, sl_group *head, sl_group *tail);
+void sl__over_forget_locked(sl_group *g);
+/* Visit, under the index lock, every member in scope's subtree (the scope
+ * excluded) that is still over its soft limit; members that are not any
+ * more leave the index. */
+void sl__over_collect(sl_tree *t, const sl_group *scope, void (*fn)(sl_group *g, void *arg), void *arg);
 
 /* Push g into its tree's over-soft index unless it is there already. */
 static inline void sl__over_check(sl_group *g, uint64_t count)
@@ -257,6 +281,7 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stock
 void sl__counter_cancel(sl_group *g, uint64_t amount);
 uint64_t sl__counter_usage(const sl_group *g);
 uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
+void sl__counter_wake_background(sl_tree *t);
 
 /* ---- 4: stock.c ---- */
 extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
@@ -277,22 +302,34 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount);
 
 /* ---- 6: the reclaim engine ---- */
 
+/* A group whose usage the current step of a policy may not take below a
+ * floor (GUARANTEE's candidate: its soft limit), one frame per nested step. */
+struct sl__floor {
+	const sl_group *g;
+	uint64_t floor;
+	struct sl__floor *prev;
+};
+
 /* One reclaim: what it is asked, what it has done. */
 struct sl__reclaim {
 	sl_tree *t;
 	sl_group *scope;
 	uint64_t target;
 	uint64_t freed;
+	uint32_t seq;
+	struct sl__floor *floors; /* innermost first */
 };
 
 /* reclaim.c */
 uint64_t sl__usage_of(const sl_group *g);
 uint64_t sl__own_of(const sl_group *g);
 uint64_t sl__soft_of(const sl_group *g);
-uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t within);
-void sl__reclaim_lock(sl_tree *t);
-void sl__reclaim_unlock(sl_tree *t);
-uint64_t sl__reclaim_locked(sl_group *scope, uint64_t target);
+uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor, uint64_t within);
+uint64_t sl__reclaim(sl_group *scope, uint64_t target);
+void sl__pin(sl_group *g);
+void sl__unpin(sl_group *g);
+/* background.c */
+void sl__headroom_forget(sl_tree *t, sl_group *g);
 /* atmax.c */
 int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail);
 /* split.c */
@@ -314,6 +351,7 @@ struct sl__node {
 	bool done;      /* freed nothing when asked in this pass */
 };
 struct sl__node *sl__snapshot(sl_tree *t, sl_group *top, size_t *n_out);
+void sl__snapshot_free(struct sl__node *v, size_t n);
 void sl__snapshot_refresh(struct sl__node *v, size_t n);
 uint64_t sl__proportional(struct sl__reclaim *r, sl_group *top, uint64_t amount);
 /* victims.c: candidates from the over-soft index, largest excess first */
@@ -323,9 +361,8 @@ struct sl__cand {
 	bool done;    /* dealt with, freed nothing when asked, or not over any more */
 };
 struct sl__victims {
-	struct sl__cand *c; /* sorted by key, largest first */
-	size_t n, pos;
-	sl_group *outside, *outside_tail; /* index entries outside the scope, kept aside */
+	struct sl__cand *c; /* sorted by key, largest first; each pinned */
+	size_t n, pos, cap;
 };
 void sl__reclaim_by_excess(struct sl__reclaim *r, void (*pass1)(struct sl__reclaim *, struct sl__victims *));
 struct sl__cand *sl__victims_next(struct sl__victims *v, uint64_t *excess);

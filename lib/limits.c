@@ -16,16 +16,13 @@ static int shrink_to_max(sl_group *g, uint64_t count)
 		return 0;
 	if (sl__reclaim_forbidden())
 		return -EBUSY;
-	sl__reclaim_lock(g->tree);
 	for (round = 0; round < 4; round++) {
 		sl__stock_drain_subtree(g);
 		usage = sl__usage_of(g);
-		if (usage <= max || !sl__reclaim_locked(g, usage - max))
+		if (usage <= max || !sl__reclaim(g, usage - max))
 			break;
 	}
-	usage = sl__usage_of(g);
-	sl__reclaim_unlock(g->tree);
-	return usage <= max ? 0 : -EBUSY;
+	return sl__usage_of(g) <= max ? 0 : -EBUSY;
 }
 
 int sl_group_set_limits(sl_group *g, const struct sl_limits *lim)
@@ -45,13 +42,10 @@ int sl_high_pending(void)
 uint64_t sl_handle_over_high(sl_group *g)
 {
 	uint64_t freed = 0;
-	sl_tree *t;
 
 	if (!sl__group_valid(g) || sl__reclaim_forbidden())
 		return 0;
 	sl__tls_high_pending = false;
-	t = g->tree;
-	sl__reclaim_lock(t);
 	for (; g; g = g->parent) {
 		uint64_t high = sl__load(&g->high, SL_RELAXED), usage;
 
@@ -60,8 +54,7 @@ uint64_t sl_handle_over_high(sl_group *g)
 		sl__stock_drain_subtree(g);
 		usage = sl__usage_of(g);
 		if (usage > high)
-			freed += sl__reclaim_locked(g, usage - high);
+			freed += sl__reclaim(g, usage - high);
 	}
-	sl__reclaim_unlock(t);
 	return freed;
 }

@@ -26,10 +26,16 @@ static void pass1(struct sl__reclaim *r, struct sl__victims *v)
 		if (inside_gate(r, x->g))
 			continue;
 		e = sl__min_u64(e, r->target - r->freed);
-		if (sl__soft_of(x->g))
-			sl__proportional(r, x->g, e); /* open the gate */
-		else
-			sl__reclaim_group(r, x->g, e, 0);
+		if (sl__soft_of(x->g)) {
+			/* Open the gate, down to its soft limit at most. */
+			struct sl__floor frame = { .g = x->g, .floor = sl__soft_of(x->g), .prev = r->floors };
+
+			r->floors = &frame;
+			sl__proportional(r, x->g, e);
+			r->floors = frame.prev;
+		} else {
+			sl__reclaim_group(r, x->g, e, 0, 0);
+		}
 		x->done = true;
 	}
 }

@@ -14,13 +14,17 @@
 static uint64_t shrink(struct sl__reclaim *r, struct sl__victims *v, struct sl__cand *c, uint64_t need)
 {
 	sl_group *g = c->g;
+	struct sl__floor frame = { .g = g, .floor = sl__soft_of(g), .prev = r->floors };
 	uint64_t got, e;
 	bool any_over = false;
 	struct sl__cand *d;
 
-	got = sl__reclaim_group(r, g, sl__min_u64(sl__own_of(g), need), 0);
-	if (!sl__soft_of(g))
-		return got;
+	/* Nothing this step takes, here or below, brings g under its soft
+	 * limit, whatever concurrent reclaims do. */
+	r->floors = &frame;
+	got = sl__reclaim_group(r, g, sl__min_u64(sl__own_of(g), need), frame.floor, 0);
+	if (!frame.floor)
+		goto out;
 	while (got < need && r->freed < r->target && (d = sl__victims_largest_below(v, g, &e))) {
 		uint64_t step = shrink(r, v, d, sl__min_u64(e, need - got));
 
@@ -31,6 +35,8 @@ static uint64_t shrink(struct sl__reclaim *r, struct sl__victims *v, struct sl__
 	}
 	if (!any_over && got < need && r->freed < r->target)
 		got += sl__proportional(r, g, need - got);
+out:
+	r->floors = frame.prev;
 	return got;
 }
 

@@ -64,6 +64,12 @@ static void compute_protection(struct sl__node *v, size_t n)
 	}
 }
 
+/* What a group keeps in this pass: effective low and min in pass 1, min in pass 2. */
+static uint64_t prot_of(const struct sl__node *x, bool low_too)
+{
+	return low_too && x->elow > x->emin ? x->elow : x->emin;
+}
+
 /* Reclaim in rounds from every group in proportion to its own charges'
  * share of its usage above protection (elow in pass 1, emin in pass 2). */
 static void protection_pass(struct sl__reclaim *r, struct sl__node *v, size_t n, bool low_too)
@@ -80,7 +86,7 @@ static void protection_pass(struct sl__reclaim *r, struct sl__node *v, size_t n,
 		sl__snapshot_refresh(v, n);
 		compute_protection(v, n);
 		for (i = 0; i < n; i++) {
-			uint64_t prot = low_too ? (v[i].emin > v[i].elow ? v[i].emin : v[i].elow) : v[i].emin;
+			uint64_t prot = prot_of(&v[i], low_too);
 
 			/* A callback that freed nothing is not asked again in
 			 * this pass: its share goes to the others. */
@@ -100,7 +106,7 @@ static void protection_pass(struct sl__reclaim *r, struct sl__node *v, size_t n,
 
 			if (!want[i])
 				continue;
-			one = sl__reclaim_group(r, v[i].g, want[i], low_too ? 0 : v[i].elow);
+			one = sl__reclaim_group(r, v[i].g, want[i], prot_of(&v[i], low_too), low_too ? 0 : v[i].elow);
 			if (!one)
 				v[i].done = true;
 			got += one;
@@ -126,7 +132,7 @@ static void reclaim(struct sl__reclaim *r)
 		v[i].done = false;
 	if (r->freed < r->target)
 		protection_pass(r, v, n, false);
-	free(v);
+	sl__snapshot_free(v, n);
 }
 
 /* The value the last reclaim computed (relative to its scope). */

@@ -12,9 +12,9 @@
 /* A few rounds, in case some callbacks free less than asked. */
 #define PROPORTIONAL_ROUNDS 8
 
-/* Pre-order snapshot of top's subtree, under the topology lock.  Groups
- * cannot be destroyed while we hold reclaim_lock, so the pointers stay
- * good after the lock is dropped. */
+/* Pre-order snapshot of top's subtree, under the topology lock.  Every
+ * group in it is pinned, so the pointers stay good after the lock is
+ * dropped, until sl__snapshot_free(). */
 struct sl__node *sl__snapshot(sl_tree *t, sl_group *top, size_t *n_out)
 {
 	size_t n = 0, cap = 64;
@@ -32,13 +32,14 @@ struct sl__node *sl__snapshot(sl_tree *t, sl_group *top, size_t *n_out)
 
 			if (!nv) {
 				pthread_mutex_unlock(&t->lock);
-				free(v);
+				sl__snapshot_free(v, n);
 				return NULL;
 			}
 			v = nv;
 			cap *= 2;
 		}
 		v[n] = (struct sl__node){ .g = g, .parent = parent };
+		sl__pin(g);
 		if (g->first_child) {
 			parent = (uint32_t)n++;
 			g = g->first_child;
@@ -57,6 +58,15 @@ struct sl__node *sl__snapshot(sl_tree *t, sl_group *top, size_t *n_out)
 	pthread_mutex_unlock(&t->lock);
 	*n_out = n;
 	return v;
+}
+
+void sl__snapshot_free(struct sl__node *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sl__unpin(v[i].g);
+	free(v);
 }
 
 /* Usage and own charges of every node, now. */
@@ -102,14 +112,14 @@ static uint64_t take_subtree(struct sl__reclaim *r, struct sl__node *v, size_t i
 	if (k > 16) {
 		w = sl__malloc(2 * k * sizeof(*w));
 		if (!w) /* frees less: only this group's own part */
-			return sl__reclaim_group(r, v[i].g, sl__min_u64(amount, v[i].own), sl__soft_of(v[i].g));
+			return sl__reclaim_group(r, v[i].g, sl__min_u64(amount, v[i].own), 0, sl__soft_of(v[i].g));
 		o = w + k;
 	}
 	w[0] = v[i].own;
 	for (j = i + 1, p = 1; j < v[i].end; j = v[j].end)
 		w[p++] = v[j].rec;
 	sl__split(amount, w, o, k);
-	got += sl__reclaim_group(r, v[i].g, o[0], sl__soft_of(v[i].g));
+	got += sl__reclaim_group(r, v[i].g, o[0], 0, sl__soft_of(v[i].g));
 	for (j = i + 1, p = 1; j < v[i].end; j = v[j].end, p++)
 		got += take_subtree(r, v, j, o[p]);
 	if (w != stackw)
@@ -143,6 +153,6 @@ uint64_t sl__proportional(struct sl__reclaim *r, sl_group *top, uint64_t amount)
 			break;
 		got += step;
 	}
-	free(v);
+	sl__snapshot_free(v, n);
 	return got;
 }

@@ -4,20 +4,28 @@
  * and sl_reclaim().  The passes are the policy's (policy_*.c, through
  * tree->policy); pass 2's proportional cut is proportional.c's.
  *
- * Reclaims of one tree are serialised by tree->reclaim_lock, callbacks
- * included, so that two reclaims never both take a group's excess (which
- * would push it below what the policy grants).  The lock is never taken by
- * a charge that fits, by an uncharge, or by anything a callback may call:
- * inside a callback charges do not reclaim and reclaim does not nest.
+ * Reclaims run concurrently, on the same subtree too, and no lock is held
+ * while a callback runs.  They share the work through claims: before asking
+ * a callback for units, a reclaim adds them to the claimed count of the
+ * group and every ancestor, and it may claim only what every level can
+ * still give above its floor once the others' claims are counted (its min,
+ * and the floor a policy step set there, such as GUARANTEE's soft limit).
+ * The check and the add are one step under the tree's claim lock, a short
+ * critical section that never spans a callback.  So two reclaimers never
+ * both take a group's excess, and together they ask for about what they
+ * need, not a multiple of it.
  *
- * Progress is measured, not believed: a callback's return value counts only
- * as far as the group's own charge really fell, and a callback that frees
- * nothing is not asked again in the same pass.  Every loop is bounded.
+ * Groups a reclaim holds pointers to are pinned (snapshots, candidates):
+ * sl_group_destroy() waits for its group's pins to drop.  Progress is
+ * measured, not believed: a callback's return value counts only as far as
+ * the group's own charge really fell.  Every loop is bounded.
  */
 #include "internal.h"
 
+#include <sched.h>
+
 _Thread_local unsigned sl__tls_in_reclaim;
-_Thread_local unsigned sl__tls_reclaim_owner;
+_Thread_local unsigned sl__tls_reclaiming;
 
 /* ---- measuring ---- */
 
@@ -38,103 +46,146 @@ uint64_t sl__soft_of(const sl_group *g)
 	return sl__load(&g->soft, SL_RELAXED);
 }
 
-/*
- * How far g's own charges may fall before g or an ancestor up to the scope
- * would go under its min: min is never reclaimed, not even by the scope's
- * own reclaim (the scope's ancestors only see the scope's usage fall, as
- * its own limit demands).  Policies that floor groups themselves (PROTECTION
- * by effective min) skip this.
- */
-static uint64_t min_headroom(const struct sl__reclaim *r, const sl_group *g)
+/* ---- pins ---- */
+
+void sl__pin(sl_group *g)
 {
-	uint64_t room = UINT64_MAX;
+	/* Relaxed: taken under a lock that destroy takes too (the topology
+	 * lock for snapshots, the index lock for candidates), which orders it
+	 * before destroy's look. */
+	sl__fetch_add(&g->pins, 1, SL_RELAXED);
+}
+
+void sl__unpin(sl_group *g)
+{
+	/* Release: our last reads of g happen before destroy, which waits
+	 * for 0 with acquire, frees it. */
+	sl__fetch_sub(&g->pins, 1, SL_RELEASE);
+}
+
+/* ---- claims ---- */
+
+/* The floor a policy step set at p, if any. */
+static uint64_t step_floor(const struct sl__reclaim *r, const sl_group *p)
+{
+	const struct sl__floor *f;
+	uint64_t floor = 0;
+
+	for (f = r->floors; f; f = f->prev)
+		if (f->g == p && f->floor > floor)
+			floor = f->floor;
+	return floor;
+}
+
+/*
+ * Claim up to want units of g's own charges: at most what every level from
+ * g up to the scope can give above its floor, net of the claims of the
+ * reclaims in flight; the claim is added to g and every ancestor.  Returns
+ * what was claimed.  floor is g's own floor in this step.
+ */
+static uint64_t claim(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor)
+{
 	const sl_group *end = r->scope->parent;
+	bool min_on_path = r->t->policy->min_on_path;
+	sl_group *p;
 
-	for (; g && g != end; g = g->parent) {
-		uint64_t min = sl__load(&g->min, SL_RELAXED), usage;
+	pthread_mutex_lock(&r->t->claim_lock);
+	for (p = g; p != end && want; p = p->parent) {
+		uint64_t f = p == g ? floor : 0, usage, taken;
 
-		if (!min)
+		if (min_on_path && sl__load(&p->min, SL_RELAXED) > f)
+			f = sl__load(&p->min, SL_RELAXED);
+		if (step_floor(r, p) > f)
+			f = step_floor(r, p);
+		if (!f)
 			continue;
 		/* Real usage: units that stocks refilled since the drain (a
 		 * callback's own charges, other threads) are not usage. */
-		usage = sl__usage_of(g);
-		usage -= sl__min_u64(usage, r->t->batch ? sl__stock_units(g) : 0);
-		room = sl__min_u64(room, usage > min ? usage - min : 0);
+		usage = sl__usage_of(p);
+		usage -= sl__min_u64(usage, r->t->batch ? sl__stock_units(p) : 0);
+		taken = sl__load(&p->claimed, SL_RELAXED) + f;
+		want = sl__min_u64(want, usage > taken ? usage - taken : 0);
 	}
-	return room;
+	/* Relaxed: the claim lock orders claims among claimers; a reader
+	 * outside it only ever sees too much claimed, never too little. */
+	if (want)
+		for (p = g; p; p = p->parent)
+			sl__fetch_add(&p->claimed, want, SL_RELAXED);
+	pthread_mutex_unlock(&r->t->claim_lock);
+	return want;
+}
+
+static void unclaim(sl_group *g, uint64_t n)
+{
+	/* Relaxed: as in claim(); giving back needs no lock, it only ever
+	 * makes more room. */
+	for (; g; g = g->parent)
+		sl__fetch_sub(&g->claimed, n, SL_RELAXED);
 }
 
 /*
  * Ask g's callback for up to want units (never more than what remains of
- * the target, never into a min).  Returns what the callback freed, as far as
- * g's own charge really fell.  within: g counts a low event if its usage is
- * at or below it.
+ * the target, never what concurrent reclaims claimed, never under a floor:
+ * floor for g itself, the mins and step floors of its ancestors).  Returns
+ * what the callback freed, as far as g's own charge really fell.  within: g
+ * counts a low event if its usage is at or below it.
  */
-uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t within)
+uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor, uint64_t within)
 {
 	uint64_t before, after, ret, fell, got, usage;
 
 	/* A callback may free more than asked: the target can be met early. */
 	if (r->freed >= r->target || !g->reclaim_fn)
 		return 0;
-	want = sl__min_u64(want, r->target - r->freed);
-	if (want && r->t->policy->min_on_path)
-		want = sl__min_u64(want, min_headroom(r, g));
-	if (!want)
+	/* Never more than g's own charges: a group on its way out of
+	 * sl_group_destroy() (empty, but still pinned by us) is not asked. */
+	before = sl__own_of(g);
+	want = sl__min_u64(sl__min_u64(want, r->target - r->freed), before);
+	if (!want || !(want = claim(r, g, want, floor)))
 		return 0;
 	usage = sl__usage_of(g);
-	before = sl__own_of(g);
 	sl__tls_in_reclaim++;
 	ret = g->reclaim_fn(g, want, g->ctx);
 	sl__tls_in_reclaim--;
 	after = sl__own_of(g);
+	unclaim(g, want);
 	fell = before > after ? before - after : 0;
 	got = sl__min_u64(ret, fell);
 	if (!got)
 		return 0;
 	sl__fetch_add(&g->reclaimed, got, SL_RELAXED);
-	if (within && usage <= within && g->low_seq != r->t->reclaim_seq) {
-		g->low_seq = r->t->reclaim_seq;
+	/* Relaxed: a tally for charges at max to see that someone made room. */
+	sl__fetch_add(&r->t->progress, got, SL_RELAXED);
+	/* Once per reclaim per group; relaxed: a number, not a publication. */
+	if (within && usage <= within && sl__exchange(&g->low_seq, r->seq, SL_RELAXED) != r->seq)
 		sl__count(&g->events_low);
-	}
 	r->freed += got;
 	return got;
 }
 
 /* ---- the reclaim itself ---- */
 
-void sl__reclaim_lock(sl_tree *t)
-{
-	pthread_mutex_lock(&t->reclaim_lock);
-	sl__tls_reclaim_owner++;
-	t->reclaim_seq++;
-}
-
-void sl__reclaim_unlock(sl_tree *t)
-{
-	sl__tls_reclaim_owner--;
-	pthread_mutex_unlock(&t->reclaim_lock);
-}
-
-/* Caller holds reclaim_lock. */
-uint64_t sl__reclaim_locked(sl_group *scope, uint64_t target)
+/* Reclaim up to target from scope's subtree by the tree's policy.  The
+ * caller has checked that this thread may reclaim. */
+uint64_t sl__reclaim(sl_group *scope, uint64_t target)
 {
 	struct sl__reclaim r = { .t = scope->tree, .scope = scope, .target = target };
 
+	/* Relaxed: counts and numbers only. */
+	sl__fetch_add(&r.t->reclaimers, 1, SL_RELAXED);
+	r.seq = sl__fetch_add(&r.t->reclaim_seq, 1, SL_RELAXED) + 1;
+	sl__tls_reclaiming++;
 	/* Decide on real usage: idle stock units are not anyone's usage. */
 	sl__stock_drain_subtree(scope);
 	r.t->policy->reclaim(&r);
+	sl__tls_reclaiming--;
+	sl__fetch_sub(&r.t->reclaimers, 1, SL_RELAXED);
 	return r.freed;
 }
 
 uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags)
 {
-	uint64_t freed;
-
 	if (!sl__group_valid(scope) || !target || flags || sl__reclaim_forbidden())
 		return 0;
-	sl__reclaim_lock(scope->tree);
-	freed = sl__reclaim_locked(scope, target);
-	sl__reclaim_unlock(scope->tree);
-	return freed;
+	return sl__reclaim(scope, target);
 }

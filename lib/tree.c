@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@ void sl_tree_opts_init(struct sl_tree_opts *opts)
 	memset(opts, 0, sizeof(*opts));
 	opts->policy = SL_POLICY_GUARANTEE;
 	opts->batch = SL_BATCH_DEFAULT;
+	opts->reclaim_batch = SL_RECLAIM_BATCH_DEFAULT;
 	sl_limits_init(&opts->root);
 }
 
@@ -87,7 +89,12 @@ int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out)
 		goto nomem;
 	if (pthread_mutex_init(&t->lock, NULL) != 0)
 		goto nomem;
-	if (pthread_mutex_init(&t->reclaim_lock, NULL) != 0) {
+	if (pthread_mutex_init(&t->index_lock, NULL) != 0) {
+		pthread_mutex_destroy(&t->lock);
+		goto nomem;
+	}
+	if (pthread_mutex_init(&t->claim_lock, NULL) != 0) {
+		pthread_mutex_destroy(&t->index_lock);
 		pthread_mutex_destroy(&t->lock);
 		goto nomem;
 	}
@@ -95,6 +102,7 @@ int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out)
 	t->policy = policy;
 	t->at_max = sl__at_max;
 	t->batch = opts->batch == SL_BATCH_NONE ? 0 : opts->batch ? opts->batch : SL_BATCH_DEFAULT;
+	t->reclaim_batch = opts->reclaim_batch;
 	root->tree = t;
 	root->magic = SL__GROUP_MAGIC;
 	sl__store_limits(root, &opts->root);
@@ -134,8 +142,10 @@ void sl_tree_destroy(sl_tree *t)
 		free(g);
 		g = next;
 	}
-	pthread_mutex_destroy(&t->reclaim_lock);
+	pthread_mutex_destroy(&t->claim_lock);
+	pthread_mutex_destroy(&t->index_lock);
 	pthread_mutex_destroy(&t->lock);
+	free(t->headroom_groups);
 	free(t->hash);
 	free(t);
 }
@@ -232,29 +242,47 @@ int sl_group_create(sl_group *parent, const char *name, const struct sl_limits *
 int sl_group_destroy(sl_group *g)
 {
 	sl_tree *t;
-	int rc = 0;
+	int rc;
 
 	if (!sl__group_valid(g) || !g->parent)
 		return -EINVAL;
-	/* A reclaim holds pointers to groups while its callbacks run; one of
-	 * those callbacks must not free them under it. */
+	/* A reclaim callback must not wait for the pins of its own reclaim;
+	 * inside a walk the topology lock is ours already. */
 	t = g->tree;
-	if (sl__tls_reclaim_owner || sl__walking(t))
+	if (sl__tls_reclaiming || sl__walking(t))
 		return -EBUSY;
-	pthread_mutex_lock(&t->reclaim_lock);
-	pthread_mutex_lock(&t->lock);
-	if (g->nr_children) {
-		rc = -EBUSY;
-		goto out;
+	/* Reclaims pin under the topology lock (snapshots, background) or the
+	 * index lock (candidates): holding both, no new pin can come.  Wait
+	 * for the reclaims that hold g first (one may be running g's callback,
+	 * which uncharges, or even charges, g), then judge whether g is empty.
+	 * Acquire: pairs with the release in sl__unpin(), so the reclaims'
+	 * last reads of g happen before the free. */
+	for (;;) {
+		pthread_mutex_lock(&t->lock);
+		pthread_mutex_lock(&t->index_lock);
+		if (sl__load(&g->pins, SL_ACQUIRE) == 0)
+			break;
+		pthread_mutex_unlock(&t->index_lock);
+		pthread_mutex_unlock(&t->lock);
+		sched_yield();
 	}
-	/* Give the stocks' units back and fold their ledgers into local, so
-	 * that count and local say exactly what the host still holds. */
-	sl__stock_drain_group(g);
-	sl__stock_quiesce();
-	if (sl__load(&g->local, SL_RELAXED) || sl__load(&g->count, SL_RELAXED)) {
-		rc = -EBUSY;
-		goto out;
+	rc = g->nr_children ? -EBUSY : 0;
+	if (rc == 0) {
+		/* Give the stocks' units back and fold their ledgers into
+		 * local, so that count and local say exactly what the host
+		 * still holds. */
+		sl__stock_drain_group(g);
+		sl__stock_quiesce();
+		if (sl__load(&g->local, SL_RELAXED) || sl__load(&g->count, SL_RELAXED))
+			rc = -EBUSY;
 	}
+	if (rc) {
+		pthread_mutex_unlock(&t->index_lock);
+		pthread_mutex_unlock(&t->lock);
+		return rc;
+	}
+	sl__over_forget_locked(g);
+	pthread_mutex_unlock(&t->index_lock);
 	if (g->prev_sibling)
 		g->prev_sibling->next_sibling = g->next_sibling;
 	else
@@ -264,14 +292,11 @@ int sl_group_destroy(sl_group *g)
 	g->parent->nr_children--;
 	sl__hash_remove(t, g);
 	t->nr_groups--;
-	sl__over_forget(g);
+	sl__headroom_forget(t, g);
 	g->magic = SL__GROUP_DEAD;
-out:
 	pthread_mutex_unlock(&t->lock);
-	pthread_mutex_unlock(&t->reclaim_lock);
-	if (rc == 0)
-		free(g);
-	return rc;
+	free(g);
+	return 0;
 }
 
 int sl_group_limits(const sl_group *g, struct sl_limits *out)

@@ -9,77 +9,46 @@
 
 #include <stdlib.h>
 
-/* Take the whole index (we are its only consumer while holding
- * reclaim_lock) and keep the candidates inside the scope.  false: no memory
- * for the candidates (everything stays in the index). */
-static bool victims_take(struct sl__reclaim *r, struct sl__victims *v)
+/* One candidate from the index, pinned; on no memory it is left out (the
+ * reclaim then frees less, never more). */
+static void add_cand(sl_group *g, void *arg)
 {
-	sl_group *g = sl__over_take_all(r->t), *next;
-	size_t cap = 16;
+	struct sl__victims *v = arg;
 
-	v->c = sl__malloc(cap * sizeof(*v->c));
-	v->n = v->pos = 0;
-	v->outside = NULL;
-	v->outside_tail = NULL;
-	for (; g; g = next) {
-		next = sl__load(&g->over_next, SL_RELAXED);
-		if (v->c && v->n == cap) {
-			struct sl__cand *nc = sl__realloc(v->c, 2 * cap * sizeof(*v->c));
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? 2 * v->cap : 16;
+		struct sl__cand *c = cap < SIZE_MAX / sizeof(*c) ? sl__realloc(v->c, cap * sizeof(*c)) : NULL;
 
-			if (nc) {
-				v->c = nc;
-				cap *= 2;
-			}
-		}
-		if (!v->c || v->n == cap || !sl__is_ancestor(r->scope, g) || g == r->scope) {
-			/* Not ours to judge (or no memory): keep as it is. */
-			sl__store(&g->over_next, v->outside, SL_RELAXED);
-			if (!v->outside)
-				v->outside_tail = g;
-			v->outside = g;
-			continue;
-		}
-		v->c[v->n].g = g;
-		v->c[v->n].done = false;
-		v->n++;
+		if (!c)
+			return;
+		v->c = c;
+		v->cap = cap;
 	}
-	return v->c != NULL;
+	sl__pin(g);
+	v->c[v->n].g = g;
+	v->c[v->n].done = false;
+	v->n++;
 }
 
-/* Put back what is still over its soft limit; forget the rest. */
-static void victims_give_back(struct sl__reclaim *r, struct sl__victims *v)
+static void victims_release(struct sl__victims *v)
 {
-	sl_group *head = v->outside, *tail = v->outside_tail, *g;
 	size_t i;
 
-	for (i = 0; i < v->n; i++) {
-		g = v->c[i].g;
-		if (sl__usage_of(g) > sl__soft_of(g)) {
-			sl__store(&g->over_next, head, SL_RELAXED);
-			head = g;
-			if (!tail)
-				tail = g;
-		} else {
-			sl__store(&g->over_flag, 0, SL_RELAXED);
-		}
-	}
-	sl__over_put_back(r->t, head, tail);
-	/* A group that went over between our look and the flag's clearing
-	 * saw the flag still set and did not push itself: push it now. */
 	for (i = 0; i < v->n; i++)
-		if (!sl__load(&v->c[i].g->over_flag, SL_RELAXED))
-			sl__over_check(v->c[i].g, sl__usage_of(v->c[i].g));
+		sl__unpin(v->c[i].g);
 	free(v->c);
 }
 
 /* What pass 1 may take from candidate g: its own charges when it sets no
- * claim (soft 0), else its excess over its soft limit. */
+ * claim (soft 0), else its excess over its soft limit; what concurrent
+ * reclaims claimed in its subtree is theirs. */
 static uint64_t excess_of(const sl_group *g)
 {
-	uint64_t soft = sl__soft_of(g), usage = sl__usage_of(g);
+	uint64_t soft = sl__soft_of(g), usage = sl__usage_of(g), claimed = sl__load(&g->claimed, SL_RELAXED);
 
 	if (!soft)
 		return g->reclaim_fn ? sl__own_of(g) : 0;
+	usage -= sl__min_u64(usage, claimed);
 	return usage > soft ? usage - soft : 0;
 }
 
@@ -173,18 +142,18 @@ struct sl__cand *sl__victims_next(struct sl__victims *v, uint64_t *excess)
  */
 void sl__reclaim_by_excess(struct sl__reclaim *r, void (*pass1)(struct sl__reclaim *, struct sl__victims *))
 {
-	struct sl__victims v;
-	bool have = victims_take(r, &v);
+	struct sl__victims v = { 0 };
 	size_t i;
 
-	sl__reclaim_group(r, r->scope, sl__min_u64(sl__own_of(r->scope), r->target), 0);
-	if (have && r->freed < r->target) {
+	sl__reclaim_group(r, r->scope, sl__min_u64(sl__own_of(r->scope), r->target), 0, 0);
+	if (r->freed < r->target) {
+		sl__over_collect(r->t, r->scope, add_cand, &v);
 		for (i = 0; i < v.n; i++)
 			v.c[i].key = excess_of(v.c[i].g);
 		qsort(v.c, v.n, sizeof(*v.c), cand_cmp);
 		pass1(r, &v);
+		victims_release(&v);
 	}
-	victims_give_back(r, &v);
 	if (r->freed < r->target)
 		sl__proportional(r, r->scope, r->target - r->freed);
 }

@@ -230,6 +230,7 @@ static void world_build(struct world *w, enum sl_policy policy, uint64_t batch, 
 	sl_tree_opts_init(&opts);
 	opts.policy = policy;
 	opts.batch = batch;
+	opts.reclaim_batch = 0; /* exact: each case states what a charge at max frees */
 	ck_assert_int_eq(sl_tree_create(&opts, &w->t), 0);
 	w->root = sl_tree_root(w->t);
 	w->n = n;
@@ -1066,6 +1067,7 @@ START_TEST(a_forced_charge_drains_what_callbacks_restocked_before_passing_max)
 
 	sl_tree_opts_init(&o);
 	o.batch = 16;
+	o.reclaim_batch = 0;
 	o.root.max = 90;
 	ck_assert_int_eq(sl_tree_create(&o, &t), 0);
 	sl_limits_init(&l);

@@ -51,6 +51,12 @@ typedef struct sl_group sl_group;
 #define SL_BATCH_MAX ((uint64_t)1 << 20)
 /** A batch that means "no per-thread stock": every charge is exact, one atomic per level. */
 #define SL_BATCH_NONE UINT64_MAX
+/**
+ * The reclaim batch that sl_tree_opts_init() gives: a charge at max reclaims
+ * this much more than it needs (at most max/16 of the group in the way), so
+ * one reclaim serves the charges that follow.  0 reclaims exactly the need.
+ */
+#define SL_RECLAIM_BATCH_DEFAULT ((uint64_t)131072)
 
 /** Deepest group below the root (the root is at depth 0). */
 #define SL_DEPTH_MAX 64
@@ -93,7 +99,8 @@ struct sl_tree_opts {
 	enum sl_policy policy;
 	uint64_t batch;        /* per-thread charge batch in units; 0 = library default     */
 	struct sl_limits root; /* limits of the root group: the whole budget                */
-	uint64_t reserved[8];  /* zero */
+	uint64_t reclaim_batch; /* extra units a charge at max reclaims; 0 = just the need  */
+	uint64_t reserved[7];  /* zero */
 };
 
 /**
@@ -104,8 +111,9 @@ SL_API void sl_limits_init(struct sl_limits *lim);
 
 /**
  * sl_tree_opts_init() - fill @opts with the defaults: SL_POLICY_GUARANTEE,
- * batch SL_BATCH_DEFAULT, default root limits, reserved space zeroed.  A
- * NULL @opts is ignored.
+ * batch SL_BATCH_DEFAULT, reclaim batch SL_RECLAIM_BATCH_DEFAULT, default
+ * root limits, reserved space zeroed.  A NULL @opts is ignored.  (A zeroed
+ * struct gives reclaim batch 0, the exact reclaim of release 0.1.)
  */
 SL_API void sl_tree_opts_init(struct sl_tree_opts *opts);
 
@@ -228,8 +236,22 @@ enum {
  * overflow a counter (with SL_FORCE or without); -ENOMEM when the charge
  * does not fit under some max (events_max and events_oom count on the group
  * whose max was hit).
- * Thread-safe and lock-free on every path but the one that fails at max
- * (which takes the stock registry's lock to drain other threads' stocks).
+ *
+ * At max, without SL_NORECLAIM: stocks under the group in the way are
+ * drained, then the group's subtree is reclaimed by the policy, for the
+ * amount missing plus the tree's reclaim batch, and the charge is tried
+ * again, first as a stock refill (so the room made serves this thread's
+ * next charges too).  It fails with -ENOMEM only when reclaim cannot make
+ * progress: 16 rounds in a row in which no reclaim of the tree, this one
+ * or another thread's, freed anything (what is left under the group is
+ * protected by min, or by what the policy grants in pass 1 and pass 2
+ * could not take, or belongs to groups without a callback, or the
+ * callbacks freed nothing), and then the OOM handler declined.  Room that
+ * another thread's charge took first is no failure while reclaims make
+ * progress, and reclaims of other threads in flight are waited for.
+ *
+ * Thread-safe and lock-free on every path but the one at max (which takes
+ * the stock registry's lock to drain other threads' stocks, and reclaims).
  */
 SL_API int sl_charge(sl_group *g, uint64_t amount, unsigned flags);
 
@@ -268,13 +290,17 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
  *
  * Returns the units usage really fell by (0 for bad arguments, or when
  * called from inside a reclaim callback or OOM handler: reclaim does not
- * nest).  Thread-safe: reclaims of one tree run one at a time (concurrent
- * calls wait), while charges and uncharges go on without a lock.
- * Callbacks run in the calling thread, with no lock held that charging,
- * uncharging, stats or group creation take; inside a callback charges never
- * reclaim (they fail at max instead) and sl_group_destroy() returns -EBUSY.
- * A callback must not wait for another thread that is itself reclaiming
- * this tree (or charging it without SL_NORECLAIM).
+ * nest).  Thread-safe: reclaims run concurrently, on overlapping subtrees
+ * too, while charges, uncharges, stats and group create and destroy go on.
+ * Concurrent reclaims share the work: each claims what it asks a callback
+ * for, and never claims what others claimed or what would take a group
+ * under its floor, so together they free about what they asked for.
+ * Callbacks run in the calling thread with no library lock held; the same
+ * group's callback may run on several threads at once, so it must be
+ * thread-safe.  Inside a callback charges never reclaim (they fail at max
+ * instead) and sl_group_destroy() returns -EBUSY.  A callback must not wait
+ * for a thread that is destroying a group of this tree (destroy waits for
+ * the reclaims that hold that group).
  */
 SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
 
@@ -286,6 +312,41 @@ SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
  * thread with no library lock held; charges made inside it never reclaim.
  */
 typedef int (*sl_oom_fn)(sl_group *at, uint64_t need, void *ctx);
+
+/**
+ * sl_group_set_headroom() - ask background reclaim to keep @g's usage (its
+ * stocks included) at or below its max minus @headroom; 0 (the default)
+ * leaves @g to foreground reclaim only.  Errors: -EINVAL for a NULL @g,
+ * -EBUSY inside sl_group_walk() of the tree, -ENOMEM.  Thread-safe.
+ */
+SL_API int sl_group_set_headroom(sl_group *g, uint64_t headroom);
+
+/**
+ * sl_background_reclaim() - one round of background reclaim of @t: every
+ * group with a headroom whose usage is above max - headroom is reclaimed
+ * down to it, by the tree's policy.  Returns the units freed (0 for NULL or
+ * inside a callback).  Thread-safe; for hosts that run their own loop.
+ */
+SL_API uint64_t sl_background_reclaim(sl_tree *t);
+
+/**
+ * sl_background_run() - run background reclaim of @t on the calling thread
+ * until sl_background_stop(@t): rounds of sl_background_reclaim() while
+ * they free memory, and sleep while no group is above its watermark (a
+ * charge that passes one wakes it, lock-free) or while what is above cannot
+ * be freed (then it looks again every 100 ms).  The library starts no
+ * thread: the host gives it one.  Returns 0 when stopped, -EINVAL for NULL,
+ * -EBUSY inside a callback.  Callbacks run on this thread as in
+ * sl_reclaim().
+ */
+SL_API int sl_background_run(sl_tree *t);
+
+/**
+ * sl_background_stop() - make every sl_background_run(@t) return, now and
+ * later (for shutdown, before sl_tree_destroy()).  Thread-safe; NULL is
+ * ignored.
+ */
+SL_API void sl_background_stop(sl_tree *t);
 
 /**
  * sl_tree_set_oom_handler() - install @fn (NULL removes it) with @ctx.
@@ -375,7 +436,8 @@ struct sl_stats {
 	uint64_t events_max;  /* charges that hit max (failed, reclaimed or forced)         */
 	uint64_t events_oom;  /* charges that failed for good at max                        */
 	uint64_t reclaimed;   /* units freed from this group by its reclaim callback        */
-	uint64_t reserved[8]; /* zeroed by sl_group_stats(); later releases fill it         */
+	uint64_t headroom;    /* as sl_group_set_headroom() set it                          */
+	uint64_t reserved[7]; /* zeroed by sl_group_stats(); later releases fill it         */
 };
 
 /**

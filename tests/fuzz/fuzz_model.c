@@ -649,6 +649,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.policy = (enum sl_policy)(take(&in) % 3);
 	b = take(&in) % 3;
 	o.batch = b == 0 ? SL_BATCH_NONE : b == 1 ? 16 : 0;
+	o.reclaim_batch = 0; /* the model reclaims exactly what a charge at max needs */
 	decode_limits(&in, &o.root);
 	if (!limits_ok(&o.root))
 		sl_limits_init(&o.root);
