@@ -251,17 +251,18 @@ static inline int bench_flag_u64(const char *arg, const char *flag, uint64_t lo,
 
 /* ----------------------------------------------------- start and finish */
 
-/* The first progress line: the library's version, the mode and its runs,
- * then @fmt; a warning for an unoptimised build.  Returns the start time
+/* The first progress line: the library's version, the mode, its runs and
+ * their length (unless bench.target_ns is 0), then @fmt; a warning for an unoptimised build.  Returns the start time
  * for bench_finish(). */
 static inline BENCH_PRINTF(1, 2) uint64_t bench_start(const char *fmt, ...)
 {
 	va_list ap;
 
 	if (!bench.json_only) {
-		fprintf(stderr, "%s: softlimit %s, %s mode: %d runs of ~%.1f s", bench.name,
-			sl_version(), bench.quick ? "quick" : "full", bench.reps,
-			(double)bench.target_ns / 1e9);
+		fprintf(stderr, "%s: softlimit %s, %s mode: %d runs", bench.name, sl_version(),
+			bench.quick ? "quick" : "full", bench.reps);
+		if (bench.target_ns)
+			fprintf(stderr, " of ~%.1f s", (double)bench.target_ns / 1e9);
 		va_start(ap, fmt);
 		vfprintf(stderr, fmt, ap);
 		va_end(ap);
