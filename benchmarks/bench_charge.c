@@ -32,27 +32,13 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include <softlimit/softlimit.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define BENCH_NOINLINE __attribute__((noinline))
-#else
-#define BENCH_NOINLINE
-#endif
+#include "bench_common.h"
 
-#define CACHELINE 64
 #define AMOUNT ((uint64_t)64)            /* units per charge */
 #define LEVEL_MAX ((uint64_t)1 << 40)    /* max of every level: never reached */
 #define CHUNK 1024u                      /* pairs between clock reads when time-bounded */
@@ -74,45 +60,6 @@ static const int depth_list[] = {1, 4, 8};
 static const int thread_list[] = {1, 2};
 #define N_DEPTHS ((int)(sizeof(depth_list) / sizeof(depth_list[0])))
 #define N_THREADS ((int)(sizeof(thread_list) / sizeof(thread_list[0])))
-
-/* ------------------------------------------------------------------ utils */
-
-static bool g_json_only;
-
-static void fatal(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("bench_charge: FATAL: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		fatal("clock_gettime(CLOCK_MONOTONIC) failed");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
-	return (n % 2) ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
 
 /* -------------------------------------------------------------- baselines */
 
@@ -191,41 +138,20 @@ static BENCH_NOINLINE int mt_uncharge(void *g, uint64_t amount)
 	return rc;
 }
 
-/* atomic-walk: fetch_add per level, roll back on overflow of max (page_counter). */
-struct aw_node {
-	_Alignas(CACHELINE) _Atomic uint64_t usage;
-	uint64_t max;
-	struct aw_node *parent;
-};
+/* atomic-walk: bench_common.h's, behind the signature of the pointers below. */
 struct aw_tree {
-	struct aw_node node[MAX_LEVELS]; /* [0] = root, [depth] = charged group */
+	struct bench_aw_node node[MAX_LEVELS]; /* [0] = root, [depth] = charged group */
 };
 
-static BENCH_NOINLINE int aw_charge(void *g, uint64_t amount, unsigned flags)
+static int aw_charge(void *g, uint64_t amount, unsigned flags)
 {
-	struct aw_node *leaf = g, *n, *u;
-
 	(void)flags;
-	for (n = leaf; n; n = n->parent) {
-		uint64_t nv = atomic_fetch_add_explicit(&n->usage, amount, memory_order_relaxed) + amount;
-
-		if (nv > n->max) {
-			atomic_fetch_sub_explicit(&n->usage, amount, memory_order_relaxed);
-			for (u = leaf; u != n; u = u->parent)
-				atomic_fetch_sub_explicit(&u->usage, amount, memory_order_relaxed);
-			return -ENOMEM;
-		}
-	}
-	return 0;
+	return bench_aw_charge(g, amount);
 }
 
-static BENCH_NOINLINE int aw_uncharge(void *g, uint64_t amount)
+static int aw_uncharge(void *g, uint64_t amount)
 {
-	struct aw_node *n;
-
-	for (n = g; n; n = n->parent)
-		atomic_fetch_sub_explicit(&n->usage, amount, memory_order_relaxed);
-	return 0;
+	return bench_aw_uncharge(g, amount);
 }
 
 /* Read through volatile pointers so that nothing can be folded or inlined. */
@@ -262,37 +188,10 @@ static void instance_init(struct instance *in, enum variant v, int depth, uint64
 	in->sl_batch = sl_batch;
 
 	switch (v) {
-	case V_SOFTLIMIT: {
-		struct sl_tree_opts opts;
-		struct sl_limits lim;
-		uint64_t want, got;
-		int rc;
-
-		sl_tree_opts_init(&opts);
-		opts.batch = sl_batch;
-		opts.root.max = LEVEL_MAX;
-		rc = sl_tree_create(&opts, &in->slt);
-		if (rc != 0)
-			fatal("sl_tree_create(batch=%" PRIu64 ") = %d", sl_batch, rc);
-		in->sl_path[0] = sl_tree_root(in->slt);
-		sl_limits_init(&lim);
-		lim.max = LEVEL_MAX;
-		for (int i = 1; i <= depth; i++) {
-			char name[16];
-
-			snprintf(name, sizeof(name), "g%d", i);
-			rc = sl_group_create(in->sl_path[i - 1], name, &lim, NULL, NULL, &in->sl_path[i]);
-			if (rc != 0)
-				fatal("sl_group_create(%s) = %d", name, rc);
-		}
-		want = sl_batch == SL_BATCH_NONE ? 0 : sl_batch;
-		got = sl_tree_batch(in->slt);
-		if (got != want)
-			fprintf(stderr, "bench_charge: warning: asked batch %" PRIu64
-				", sl_tree_batch() says %" PRIu64 "\n", want, got);
+	case V_SOFTLIMIT:
+		in->slt = bench_sl_chain(sl_batch, depth, LEVEL_MAX, in->sl_path);
 		in->leaf = in->sl_path[depth];
 		break;
-	}
 	case V_FLOOR:
 		in->leaf = NULL;
 		break;
@@ -301,10 +200,10 @@ static void instance_init(struct instance *in, enum variant v, int depth, uint64
 
 		in->mt = calloc(1, sizeof(*in->mt));
 		if (!in->mt)
-			fatal("out of memory");
+			bench_fatal("out of memory");
 		rc = pthread_mutex_init(&in->mt->lock, NULL);
 		if (rc != 0)
-			fatal("pthread_mutex_init = %d", rc);
+			bench_fatal("pthread_mutex_init = %d", rc);
 		for (int i = 0; i <= depth; i++) {
 			in->mt->node[i].parent = i ? &in->mt->node[i - 1] : NULL;
 			in->mt->node[i].tree = in->mt;
@@ -314,15 +213,10 @@ static void instance_init(struct instance *in, enum variant v, int depth, uint64
 		break;
 	}
 	case V_ATOMIC_WALK:
-		in->aw = aligned_alloc(CACHELINE, sizeof(*in->aw));
+		in->aw = aligned_alloc(BENCH_CACHELINE, sizeof(*in->aw));
 		if (!in->aw)
-			fatal("out of memory");
-		for (int i = 0; i <= depth; i++) {
-			atomic_init(&in->aw->node[i].usage, 0);
-			in->aw->node[i].max = LEVEL_MAX;
-			in->aw->node[i].parent = i ? &in->aw->node[i - 1] : NULL;
-		}
-		in->leaf = &in->aw->node[depth];
+			bench_fatal("out of memory");
+		in->leaf = bench_aw_init(in->aw->node, depth + 1, LEVEL_MAX);
 		break;
 	case V_COUNT:
 		break;
@@ -353,11 +247,12 @@ static void instance_verify(struct instance *in)
 			int rc = sl_group_stats(in->sl_path[i], &st);
 
 			if (rc != 0)
-				fatal("sl_group_stats(level %d) = %d", i, rc);
+				bench_fatal("sl_group_stats(level %d) = %d", i, rc);
 			usage = st.usage;
-			if (st.stocked != 0 && !in->warned_stocked && !g_json_only) {
-				fprintf(stderr, "\nbench_charge: warning: level %d still has %" PRIu64
-					" units stocked after all threads exited\n", i, st.stocked);
+			if (st.stocked != 0 && !in->warned_stocked) {
+				bench_progress("\n%s: warning: level %d still has %" PRIu64
+					       " units stocked after all threads exited\n", bench.name, i,
+					       st.stocked);
 				in->warned_stocked = true;
 			}
 			break;
@@ -373,7 +268,7 @@ static void instance_verify(struct instance *in)
 			break;
 		}
 		if (usage != 0)
-			fatal("%s depth=%d: usage of level %d is %" PRIu64 " after the run, expected 0",
+			bench_fatal("%s depth=%d: usage of level %d is %" PRIu64 " after the run, expected 0",
 			      variant_names[in->v], in->depth, i, usage);
 	}
 }
@@ -448,7 +343,7 @@ static void *worker_main(void *arg)
 
 	floor_usage = 0;
 	pthread_barrier_wait(&r->barrier);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	if (w->pairs) {
 		rc = do_pairs(r->inst, w->pairs, &w->err_op);
 		done = w->pairs;
@@ -458,9 +353,9 @@ static void *worker_main(void *arg)
 			if (rc != 0)
 				break;
 			done += CHUNK;
-		} while (now_ns() - t0 < r->duration_ns);
+		} while (bench_now_ns() - t0 < r->duration_ns);
 	}
-	w->elapsed_ns = now_ns() - t0;
+	w->elapsed_ns = bench_now_ns() - t0;
 	w->pairs = done;
 	w->err = rc;
 	w->floor_residual = floor_usage;
@@ -478,31 +373,31 @@ static double run_once(struct instance *in, int threads, uint64_t pairs, uint64_
 
 	rc = pthread_barrier_init(&r.barrier, NULL, (unsigned)threads);
 	if (rc != 0)
-		fatal("pthread_barrier_init = %d", rc);
+		bench_fatal("pthread_barrier_init = %d", rc);
 	for (int i = 0; i < threads; i++) {
 		memset(&w[i], 0, sizeof(w[i]));
 		w[i].run = &r;
 		w[i].pairs = pairs;
 		rc = pthread_create(&w[i].tid, NULL, worker_main, &w[i]);
 		if (rc != 0)
-			fatal("pthread_create = %d", rc);
+			bench_fatal("pthread_create = %d", rc);
 	}
 	for (int i = 0; i < threads; i++) {
 		rc = pthread_join(w[i].tid, NULL);
 		if (rc != 0)
-			fatal("pthread_join = %d", rc);
+			bench_fatal("pthread_join = %d", rc);
 	}
 	pthread_barrier_destroy(&r.barrier);
 
 	for (int i = 0; i < threads; i++) {
 		if (w[i].err != 0)
-			fatal("%s depth=%d threads=%d: %s(%" PRIu64 ") returned %d",
+			bench_fatal("%s depth=%d threads=%d: %s(%" PRIu64 ") returned %d",
 			      variant_names[in->v], in->depth, threads, w[i].err_op, AMOUNT, w[i].err);
 		if (in->v == V_FLOOR && w[i].floor_residual != 0)
-			fatal("floor: thread %d ended with usage %" PRIu64 ", expected 0", i,
+			bench_fatal("floor: thread %d ended with usage %" PRIu64 ", expected 0", i,
 			      w[i].floor_residual);
 		if (w[i].pairs == 0)
-			fatal("%s: a thread did no work", variant_names[in->v]);
+			bench_fatal("%s: a thread did no work", variant_names[in->v]);
 		sum += (double)w[i].elapsed_ns / (double)w[i].pairs;
 		if (wall_ns && w[i].elapsed_ns > *wall_ns)
 			*wall_ns = w[i].elapsed_ns;
@@ -534,7 +429,7 @@ static void add_config(enum variant v, int threads, int depth, uint64_t sl_batch
 	struct config *c;
 
 	if (n_configs >= MAX_CONFIGS)
-		fatal("too many configurations");
+		bench_fatal("too many configurations");
 	c = &configs[n_configs++];
 	memset(c, 0, sizeof(*c));
 	c->v = v;
@@ -575,14 +470,7 @@ static const struct config *find(enum variant v, int threads, int depth, uint64_
 /* Pairs per thread for a run of about target_ns at ns_per_op. */
 static uint64_t pairs_for(uint64_t target_ns, double ns_per_op)
 {
-	double p;
-
-	if (ns_per_op < 0.01)
-		ns_per_op = 0.01;
-	p = (double)target_ns / ns_per_op;
-	if (p < CHUNK)
-		p = CHUNK;
-	return (uint64_t)p;
+	return bench_ops_for(target_ns, ns_per_op, CHUNK, UINT64_MAX);
 }
 
 static void run_config(struct config *c, int idx, int reps, uint64_t target_ns)
@@ -591,11 +479,8 @@ static void run_config(struct config *c, int idx, int reps, uint64_t target_ns)
 	uint64_t calib_ns = target_ns / 10, pairs, first_pairs;
 	double calib, runs[MAX_REPS];
 
-	if (!g_json_only) {
-		fprintf(stderr, "[%2d/%d] %s threads=%d depth=%d batch=%" PRIu64 " ...", idx + 1,
-			n_configs, variant_names[c->v], c->threads, c->depth, c->batch);
-		fflush(stderr);
-	}
+	bench_progress("[%2d/%d] %s threads=%d depth=%d batch=%" PRIu64 " ...", idx + 1, n_configs,
+		       variant_names[c->v], c->threads, c->depth, c->batch);
 
 	instance_init(&in, c->v, c->depth, c->sl_batch);
 
@@ -618,21 +503,18 @@ static void run_config(struct config *c, int idx, int reps, uint64_t target_ns)
 			pairs = pairs_for(target_ns, runs[r]);
 	}
 	c->nruns = reps;
-	c->ns = median(runs, reps);
+	c->ns = bench_median(runs, reps);
 
 	instance_free(&in);
 
-	printf("{\"bench\":\"charge\",\"variant\":\"%s\",\"threads\":%d,\"depth\":%d,"
-	       "\"batch\":%" PRIu64 ",\"ns_per_op\":%.2f}\n",
-	       variant_names[c->v], c->threads, c->depth, c->batch, c->ns);
-	fflush(stdout);
+	bench_json("{\"bench\":\"charge\",\"variant\":\"%s\",\"threads\":%d,\"depth\":%d,"
+		   "\"batch\":%" PRIu64 ",\"ns_per_op\":%.2f}",
+		   variant_names[c->v], c->threads, c->depth, c->batch, c->ns);
 
-	if (!g_json_only) {
-		fprintf(stderr, " %8.2f ns/op  (%" PRIu64 " pairs/thread; runs:", c->ns, first_pairs);
-		for (int r = 0; r < reps; r++)
-			fprintf(stderr, " %.2f", c->runs[r]);
-		fprintf(stderr, ")\n");
-	}
+	bench_progress(" %8.2f ns/op  (%" PRIu64 " pairs/thread; runs:", c->ns, first_pairs);
+	for (int r = 0; r < reps; r++)
+		bench_progress(" %.2f", c->runs[r]);
+	bench_progress(")\n");
 }
 
 static void print_table(void)
@@ -702,14 +584,12 @@ static void print_ratios(void)
 		value = r->num->ns / r->den->ns;
 		met = r->at_most ? value <= r->bound : value >= r->bound;
 		snprintf(goal, sizeof(goal), "%s %g", r->at_most ? "<=" : ">=", r->bound);
-		printf("{\"bench\":\"charge_ratio\",\"name\":\"%s\",\"value\":%.2f,\"goal\":\"%s\","
-		       "\"met\":%s}\n",
-		       r->name, value, goal, met ? "true" : "false");
-		if (!g_json_only)
-			fprintf(stderr, "%-78s = %6.2f  goal %-6s %s\n", r->label, value, goal,
-				met ? "met" : "NOT MET");
+		bench_json("{\"bench\":\"charge_ratio\",\"name\":\"%s\",\"value\":%.2f,\"goal\":\"%s\","
+			   "\"met\":%s}",
+			   r->name, value, goal, met ? "true" : "false");
+		bench_progress("%-78s = %6.2f  goal %-6s %s\n", r->label, value, goal,
+			       met ? "met" : "NOT MET");
 	}
-	fflush(stdout);
 }
 
 /*
@@ -763,49 +643,20 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	bool quick = false;
-	int reps;
-	uint64_t target_ns, t_start;
+	uint64_t t_start;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--quick") == 0) {
-			quick = true;
-		} else if (strcmp(argv[i], "--json-only") == 0) {
-			g_json_only = true;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return 0;
-		} else {
-			fprintf(stderr, "bench_charge: unknown argument '%s'\n", argv[i]);
-			usage(stderr);
-			return 2;
-		}
-	}
-
-	reps = quick ? 3 : 5;
-	target_ns = quick ? 200000000u : 1000000000u;
+	bench_parse_args(argc, argv, "bench_charge", usage, NULL);
 	build_configs();
 
-	if (!g_json_only) {
-		fprintf(stderr, "bench_charge: softlimit %s, %s mode: %d runs of ~%.1f s per configuration, "
-			"%d configurations\n",
-			sl_version(), quick ? "quick" : "full", reps, (double)target_ns / 1e9, n_configs);
-#ifndef __OPTIMIZE__
-		fprintf(stderr, "bench_charge: warning: built without optimisation; "
-			"use -DCMAKE_BUILD_TYPE=Release\n");
-#endif
-	}
-
-	t_start = now_ns();
+	t_start = bench_start(" per configuration, %d configurations", n_configs);
 	for (int i = 0; i < n_configs; i++)
-		run_config(&configs[i], i, reps, target_ns);
+		run_config(&configs[i], i, bench.reps, bench.target_ns);
 
-	if (!g_json_only)
+	if (!bench.json_only)
 		print_table();
 	print_ratios();
-	if (!g_json_only)
+	if (!bench.json_only)
 		check_floor_drift();
-	if (!g_json_only)
-		fprintf(stderr, "\nbench_charge: total %.1f s\n", (double)(now_ns() - t_start) / 1e9);
+	bench_finish(t_start, false);
 	return 0;
 }

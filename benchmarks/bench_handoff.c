@@ -53,28 +53,14 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include <softlimit/softlimit.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define BENCH_NOINLINE __attribute__((noinline))
-#else
-#define BENCH_NOINLINE
-#endif
+#include "bench_common.h"
 
-#define CACHELINE 64
 #define AMOUNT ((uint64_t)64)         /* units per item */
 #define LEVEL_MAX ((uint64_t)1 << 40) /* max of every level: never reached */
 #define DEPTH 4                       /* root -> g1 -> ... -> g4 */
@@ -104,57 +90,6 @@ static const char *const mode_names[M_COUNT] = {
 
 /* ------------------------------------------------------------------ utils */
 
-static bool g_json_only;
-
-static void fatal(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("bench_handoff: FATAL: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		fatal("clock_gettime(CLOCK_MONOTONIC) failed");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* CPU time of the calling thread: with the wall time, tells whether the
- * thread had a CPU of its own while it ran. */
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-		fatal("clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(const double *in, int n)
-{
-	double v[MAX_REPS];
-
-	memcpy(v, in, (size_t)n * sizeof(v[0]));
-	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
-	return (n % 2) ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
-
 static inline void cpu_relax(void)
 {
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
@@ -173,11 +108,11 @@ static inline void cpu_relax(void)
  * other side's line only when the cached copy says full or empty.
  */
 struct ring {
-	_Alignas(CACHELINE) _Atomic uint64_t head; /* next slot to fill (producer) */
+	_Alignas(BENCH_CACHELINE) _Atomic uint64_t head; /* next slot to fill (producer) */
 	uint64_t tail_seen;                        /* producer's copy of tail */
-	_Alignas(CACHELINE) _Atomic uint64_t tail; /* next slot to empty (consumer) */
+	_Alignas(BENCH_CACHELINE) _Atomic uint64_t tail; /* next slot to empty (consumer) */
 	uint64_t head_seen;                        /* consumer's copy of head */
-	_Alignas(CACHELINE) uint64_t slot[RING_SIZE];
+	_Alignas(BENCH_CACHELINE) uint64_t slot[RING_SIZE];
 };
 
 static void ring_init(struct ring *r)
@@ -234,41 +169,10 @@ static inline void spin_wait(unsigned *spins)
 
 /* ------------------------------------------------------------ atomic-walk */
 
-/* fetch_add per level, roll back on overflow of max (page_counter). */
-struct aw_node {
-	_Alignas(CACHELINE) _Atomic uint64_t usage;
-	uint64_t max;
-	struct aw_node *parent;
-};
+/* bench_common.h's page_counter walk, one node per level. */
 struct aw_tree {
-	struct aw_node node[LEVELS]; /* [0] = root, [DEPTH] = charged group */
+	struct bench_aw_node node[LEVELS]; /* [0] = root, [DEPTH] = charged group */
 };
-
-static BENCH_NOINLINE int aw_charge(struct aw_node *leaf, uint64_t amount)
-{
-	struct aw_node *n, *u;
-
-	for (n = leaf; n; n = n->parent) {
-		uint64_t nv = atomic_fetch_add_explicit(&n->usage, amount, memory_order_relaxed) + amount;
-
-		if (nv > n->max) {
-			atomic_fetch_sub_explicit(&n->usage, amount, memory_order_relaxed);
-			for (u = leaf; u != n; u = u->parent)
-				atomic_fetch_sub_explicit(&u->usage, amount, memory_order_relaxed);
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
-static BENCH_NOINLINE int aw_uncharge(struct aw_node *leaf, uint64_t amount)
-{
-	struct aw_node *n;
-
-	for (n = leaf; n; n = n->parent)
-		atomic_fetch_sub_explicit(&n->usage, amount, memory_order_relaxed);
-	return 0;
-}
 
 /* --------------------------------------------------------------- instance */
 
@@ -288,43 +192,12 @@ static void instance_init(struct instance *in, enum variant v, uint64_t sl_batch
 	in->sl_batch = sl_batch;
 
 	if (v == V_SOFTLIMIT) {
-		struct sl_tree_opts opts;
-		struct sl_limits lim;
-		uint64_t want, got;
-		int rc;
-
-		sl_tree_opts_init(&opts);
-		/* 0 asks for the library default; SL_BATCH_NONE turns stocks off. */
-		opts.batch = sl_batch == SL_BATCH_DEFAULT ? 0 : sl_batch;
-		opts.root.max = LEVEL_MAX;
-		rc = sl_tree_create(&opts, &in->slt);
-		if (rc != 0)
-			fatal("sl_tree_create(batch=%" PRIu64 ") = %d", opts.batch, rc);
-		in->sl_path[0] = sl_tree_root(in->slt);
-		sl_limits_init(&lim);
-		lim.max = LEVEL_MAX;
-		for (int i = 1; i <= DEPTH; i++) {
-			char name[16];
-
-			snprintf(name, sizeof(name), "g%d", i);
-			rc = sl_group_create(in->sl_path[i - 1], name, &lim, NULL, NULL, &in->sl_path[i]);
-			if (rc != 0)
-				fatal("sl_group_create(%s) = %d", name, rc);
-		}
-		want = sl_batch == SL_BATCH_NONE ? 0 : sl_batch;
-		got = sl_tree_batch(in->slt);
-		if (got != want)
-			fprintf(stderr, "bench_handoff: warning: asked batch %" PRIu64
-				", sl_tree_batch() says %" PRIu64 "\n", want, got);
+		in->slt = bench_sl_chain(sl_batch, DEPTH, LEVEL_MAX, in->sl_path);
 	} else if (v == V_ATOMIC_WALK) {
-		in->aw = aligned_alloc(CACHELINE, sizeof(*in->aw));
+		in->aw = aligned_alloc(BENCH_CACHELINE, sizeof(*in->aw));
 		if (!in->aw)
-			fatal("out of memory");
-		for (int i = 0; i <= DEPTH; i++) {
-			atomic_init(&in->aw->node[i].usage, 0);
-			in->aw->node[i].max = LEVEL_MAX;
-			in->aw->node[i].parent = i ? &in->aw->node[i - 1] : NULL;
-		}
+			bench_fatal("out of memory");
+		bench_aw_init(in->aw->node, LEVELS, LEVEL_MAX);
 	}
 }
 
@@ -343,7 +216,7 @@ static void instance_verify(struct instance *in, const char *what)
 		int rc = sl_tree_check(in->slt);
 
 		if (rc != 0)
-			fatal("%s: sl_tree_check() = %d after the run", what, rc);
+			bench_fatal("%s: sl_tree_check() = %d after the run", what, rc);
 	}
 	for (int i = 0; i <= DEPTH; i++) {
 		uint64_t usage = 0;
@@ -353,18 +226,19 @@ static void instance_verify(struct instance *in, const char *what)
 			int rc = sl_group_stats(in->sl_path[i], &st);
 
 			if (rc != 0)
-				fatal("%s: sl_group_stats(level %d) = %d", what, i, rc);
+				bench_fatal("%s: sl_group_stats(level %d) = %d", what, i, rc);
 			usage = st.usage;
-			if (st.stocked != 0 && !in->warned_stocked && !g_json_only) {
-				fprintf(stderr, "\nbench_handoff: warning: %s: level %d still has %" PRIu64
-					" units stocked after both threads exited\n", what, i, st.stocked);
+			if (st.stocked != 0 && !in->warned_stocked) {
+				bench_progress("\n%s: warning: %s: level %d still has %" PRIu64
+					       " units stocked after both threads exited\n", bench.name, what,
+					       i, st.stocked);
 				in->warned_stocked = true;
 			}
 		} else if (in->v == V_ATOMIC_WALK) {
 			usage = atomic_load(&in->aw->node[i].usage);
 		}
 		if (usage != 0)
-			fatal("%s: usage of level %d is %" PRIu64 " after the run, expected 0", what, i,
+			bench_fatal("%s: usage of level %d is %" PRIu64 " after the run, expected 0", what, i,
 			      usage);
 	}
 }
@@ -383,7 +257,7 @@ struct run {
 
 /* Each side on its own cache line: the two threads never write one line. */
 struct side {
-	_Alignas(CACHELINE) pthread_t tid;
+	_Alignas(BENCH_CACHELINE) pthread_t tid;
 	struct run *run;
 	uint64_t elapsed_ns;
 	uint64_t cpu_ns;
@@ -399,7 +273,7 @@ static inline int acct_charge(const struct instance *in)
 	case V_SOFTLIMIT:
 		return sl_charge(in->sl_path[DEPTH], AMOUNT, 0);
 	case V_ATOMIC_WALK:
-		return aw_charge(&in->aw->node[DEPTH], AMOUNT);
+		return bench_aw_charge(&in->aw->node[DEPTH], AMOUNT);
 	default:
 		return 0;
 	}
@@ -411,7 +285,7 @@ static inline int acct_uncharge(const struct instance *in)
 	case V_SOFTLIMIT:
 		return sl_uncharge(in->sl_path[DEPTH], AMOUNT);
 	case V_ATOMIC_WALK:
-		return aw_uncharge(&in->aw->node[DEPTH], AMOUNT);
+		return bench_aw_uncharge(&in->aw->node[DEPTH], AMOUNT);
 	default:
 		return 0;
 	}
@@ -594,11 +468,11 @@ static void *producer_main(void *arg)
 	uint64_t t0, c0;
 
 	pthread_barrier_wait(&s->run->barrier);
-	c0 = thread_cpu_ns();
-	t0 = now_ns();
+	c0 = bench_thread_cpu_ns();
+	t0 = bench_now_ns();
 	s->done = s->run->mode == M_HANDOFF ? produce_handoff(s) : produce_roundtrip(s);
-	s->elapsed_ns = now_ns() - t0;
-	s->cpu_ns = thread_cpu_ns() - c0;
+	s->elapsed_ns = bench_now_ns() - t0;
+	s->cpu_ns = bench_thread_cpu_ns() - c0;
 	return NULL;
 }
 
@@ -608,11 +482,11 @@ static void *consumer_main(void *arg)
 	uint64_t t0, c0;
 
 	pthread_barrier_wait(&s->run->barrier);
-	c0 = thread_cpu_ns();
-	t0 = now_ns();
+	c0 = bench_thread_cpu_ns();
+	t0 = bench_now_ns();
 	s->done = s->run->mode == M_HANDOFF ? consume_handoff(s) : consume_roundtrip(s);
-	s->elapsed_ns = now_ns() - t0;
-	s->cpu_ns = thread_cpu_ns() - c0;
+	s->elapsed_ns = bench_now_ns() - t0;
+	s->cpu_ns = bench_thread_cpu_ns() - c0;
 	return NULL;
 }
 
@@ -653,9 +527,9 @@ static double run_once(struct config *c, uint64_t items, uint64_t *wall_ns, doub
 	char what[64];
 	int rc;
 
-	rings = aligned_alloc(CACHELINE, 2 * sizeof(struct ring));
+	rings = aligned_alloc(BENCH_CACHELINE, 2 * sizeof(struct ring));
 	if (!rings)
-		fatal("out of memory");
+		bench_fatal("out of memory");
 	ring_init(&rings[0]);
 	ring_init(&rings[1]);
 	memset(&r, 0, sizeof(r));
@@ -667,35 +541,35 @@ static double run_once(struct config *c, uint64_t items, uint64_t *wall_ns, doub
 	atomic_init(&r.stop, 0);
 	rc = pthread_barrier_init(&r.barrier, NULL, 2);
 	if (rc != 0)
-		fatal("pthread_barrier_init = %d", rc);
+		bench_fatal("pthread_barrier_init = %d", rc);
 	memset(&prod, 0, sizeof(prod));
 	memset(&cons, 0, sizeof(cons));
 	prod.run = cons.run = &r;
 	rc = pthread_create(&cons.tid, NULL, consumer_main, &cons);
 	if (rc != 0)
-		fatal("pthread_create = %d", rc);
+		bench_fatal("pthread_create = %d", rc);
 	rc = pthread_create(&prod.tid, NULL, producer_main, &prod);
 	if (rc != 0)
-		fatal("pthread_create = %d", rc);
+		bench_fatal("pthread_create = %d", rc);
 	rc = pthread_join(prod.tid, NULL);
 	if (rc == 0)
 		rc = pthread_join(cons.tid, NULL);
 	if (rc != 0)
-		fatal("pthread_join = %d", rc);
+		bench_fatal("pthread_join = %d", rc);
 	pthread_barrier_destroy(&r.barrier);
 	free(rings);
 
 	config_label(c, what, sizeof(what));
 	if (prod.err != 0)
-		fatal("%s: producer: %s returned %d at item %" PRIu64 " of %" PRIu64, what,
+		bench_fatal("%s: producer: %s returned %d at item %" PRIu64 " of %" PRIu64, what,
 		      prod.err_op, prod.err, prod.err_item, items);
 	if (cons.err != 0)
-		fatal("%s: consumer: %s returned %d at item %" PRIu64 " of %" PRIu64, what,
+		bench_fatal("%s: consumer: %s returned %d at item %" PRIu64 " of %" PRIu64, what,
 		      cons.err_op, cons.err, cons.err_item, items);
 	/* The thread that finishes the last item. */
 	last = c->mode == M_HANDOFF ? &cons : &prod;
 	if (last->done != items)
-		fatal("%s: %" PRIu64 " of %" PRIu64 " items done", what, last->done, items);
+		bench_fatal("%s: %" PRIu64 " of %" PRIu64 " items done", what, last->done, items);
 	instance_verify(&c->inst, what);
 	if (wall_ns)
 		*wall_ns = last->elapsed_ns;
@@ -717,7 +591,7 @@ static void add_config(enum variant v, enum mode mode, uint64_t sl_batch)
 	struct config *c;
 
 	if (n_configs >= N_CONFIGS)
-		fatal("too many configurations");
+		bench_fatal("too many configurations");
 	c = &configs[n_configs++];
 	memset(c, 0, sizeof(*c));
 	c->v = v;
@@ -750,16 +624,7 @@ static const struct config *find(enum variant v, enum mode mode, uint64_t batch)
 /* Items for a run of about target_ns at ns_per_item. */
 static uint64_t items_for(uint64_t target_ns, double ns_per_item)
 {
-	double n;
-
-	if (ns_per_item < 0.01)
-		ns_per_item = 0.01;
-	n = (double)target_ns / ns_per_item;
-	if (n < (double)MIN_ITEMS)
-		n = (double)MIN_ITEMS;
-	if (n > (double)MAX_ITEMS)
-		n = (double)MAX_ITEMS;
-	return (uint64_t)n;
+	return bench_ops_for(target_ns, ns_per_item, MIN_ITEMS, MAX_ITEMS);
 }
 
 /* Calibrate (and warm up): grow the item count until a run takes calib_ns. */
@@ -770,10 +635,7 @@ static void calibrate(struct config *c, int idx, uint64_t target_ns)
 	char what[64];
 
 	config_label(c, what, sizeof(what));
-	if (!g_json_only) {
-		fprintf(stderr, "[%d/%d] calibrating %-32s ...", idx + 1, n_configs, what);
-		fflush(stderr);
-	}
+	bench_progress("[%d/%d] calibrating %-32s ...", idx + 1, n_configs, what);
 	for (;;) {
 		ns = run_once(c, n, &wall, NULL);
 		if (wall >= calib_ns || n >= MAX_ITEMS / 4)
@@ -781,8 +643,7 @@ static void calibrate(struct config *c, int idx, uint64_t target_ns)
 		n *= 4;
 	}
 	c->items = items_for(target_ns, ns);
-	if (!g_json_only)
-		fprintf(stderr, " %8.2f ns/item -> %" PRIu64 " items per run\n", ns, c->items);
+	bench_progress(" %8.2f ns/item -> %" PRIu64 " items per run\n", ns, c->items);
 }
 
 static void measure(struct config *c, int rep, uint64_t target_ns)
@@ -809,19 +670,16 @@ static double cpu_min(const struct config *c)
 
 static void report(struct config *c)
 {
-	c->ns = median(c->runs, c->nruns);
-	printf("{\"bench\":\"handoff\",\"variant\":\"%s\",\"mode\":\"%s\",\"batch\":%" PRIu64
-	       ",\"depth\":%d,\"threads\":2,\"amount\":%" PRIu64 ",\"ring\":%u,\"ns_per_item\":%.2f"
-	       ",\"cpu_min\":%.2f,\"runs\":[",
-	       variant_names[c->v], mode_names[c->mode], c->batch, DEPTH, AMOUNT, RING_SIZE, c->ns,
-	       cpu_min(c));
-	for (int k = 0; k < c->nruns; k++)
-		printf("%s%.2f", k ? "," : "", c->runs[k]);
-	printf("],\"cpu\":[");
-	for (int k = 0; k < c->nruns; k++)
-		printf("%s%.2f", k ? "," : "", c->cpu[k]);
-	printf("]}\n");
-	fflush(stdout);
+	char runs[MAX_REPS * 24 + 8], cpu[MAX_REPS * 24 + 8];
+
+	c->ns = bench_median(c->runs, c->nruns);
+	bench_json_array(runs, sizeof(runs), c->runs, c->nruns, 2);
+	bench_json_array(cpu, sizeof(cpu), c->cpu, c->nruns, 2);
+	bench_json("{\"bench\":\"handoff\",\"variant\":\"%s\",\"mode\":\"%s\",\"batch\":%" PRIu64
+		   ",\"depth\":%d,\"threads\":2,\"amount\":%" PRIu64 ",\"ring\":%u,\"ns_per_item\":%.2f"
+		   ",\"cpu_min\":%.2f,\"runs\":%s,\"cpu\":%s}",
+		   variant_names[c->v], mode_names[c->mode], c->batch, DEPTH, AMOUNT, RING_SIZE, c->ns,
+		   cpu_min(c), runs, cpu);
 }
 
 static void print_table(int reps)
@@ -889,14 +747,12 @@ static void print_ratios(void)
 		if (!r->num || !r->den || r->den->ns <= 0)
 			continue;
 		value = r->num->ns / r->den->ns;
-		printf("{\"bench\":\"handoff_ratio\",\"name\":\"%s\",\"value\":%.2f}\n", r->name, value);
-		if (!g_json_only)
-			fprintf(stderr, "%-62s = %6.2f\n", r->label, value);
+		bench_json("{\"bench\":\"handoff_ratio\",\"name\":\"%s\",\"value\":%.2f}", r->name, value);
+		bench_progress("%-62s = %6.2f\n", r->label, value);
 	}
-	fflush(stdout);
 
 	/* What the accounting adds to the ring's own cost, per item. */
-	if (!g_json_only && ring_h && ring_t) {
+	if (!bench.json_only && ring_h && ring_t) {
 		fprintf(stderr, "\naccounting cost over the ring, ns per item:\n");
 		for (int i = 0; i < n_configs; i++) {
 			const struct config *c = &configs[i];
@@ -991,72 +847,36 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	bool quick = false;
-	int reps;
-	uint64_t target_ns, t_start;
+	uint64_t t_start;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--quick") == 0) {
-			quick = true;
-		} else if (strcmp(argv[i], "--json-only") == 0) {
-			g_json_only = true;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return 0;
-		} else {
-			fprintf(stderr, "bench_handoff: unknown argument '%s'\n", argv[i]);
-			usage(stderr);
-			return 2;
-		}
-	}
-
-	reps = quick ? 3 : 5;
-	target_ns = quick ? 200000000u : 1000000000u;
+	bench_parse_args(argc, argv, "bench_handoff", usage, NULL);
 	build_configs();
 
-	if (!g_json_only) {
-		fprintf(stderr, "bench_handoff: softlimit %s, %s mode: %d runs of ~%.1f s per "
-			"configuration, %d configurations, runs interleaved\n",
-			sl_version(), quick ? "quick" : "full", reps, (double)target_ns / 1e9, n_configs);
-#ifndef __OPTIMIZE__
-		fprintf(stderr, "bench_handoff: warning: built without optimisation; "
-			"use -DCMAKE_BUILD_TYPE=Release\n");
-#endif
-	}
-
-	t_start = now_ns();
+	t_start = bench_start(" per configuration, %d configurations, runs interleaved", n_configs);
 	for (int i = 0; i < n_configs; i++)
 		instance_init(&configs[i].inst, configs[i].v, configs[i].sl_batch);
 	for (int i = 0; i < n_configs; i++)
-		calibrate(&configs[i], i, target_ns);
-	for (int r = 0; r < reps; r++) {
-		if (!g_json_only) {
-			fprintf(stderr, "run %d/%d (ns/item, configurations in the order above):",
-				r + 1, reps);
-			fflush(stderr);
-		}
+		calibrate(&configs[i], i, bench.target_ns);
+	for (int r = 0; r < bench.reps; r++) {
+		bench_progress("run %d/%d (ns/item, configurations in the order above):", r + 1,
+			       bench.reps);
 		for (int i = 0; i < n_configs; i++) {
-			measure(&configs[i], r, target_ns);
-			if (!g_json_only) {
-				fprintf(stderr, " %.2f%s", configs[i].runs[r],
-					configs[i].cpu[r] < CPU_OWN ? "*" : "");
-				fflush(stderr);
-			}
+			measure(&configs[i], r, bench.target_ns);
+			bench_progress(" %.2f%s", configs[i].runs[r],
+				       configs[i].cpu[r] < CPU_OWN ? "*" : "");
 		}
-		if (!g_json_only)
-			fputc('\n', stderr);
+		bench_progress("\n");
 	}
 	for (int i = 0; i < n_configs; i++) {
 		report(&configs[i]);
 		instance_free(&configs[i].inst);
 	}
 
-	if (!g_json_only)
-		print_table(reps);
+	if (!bench.json_only)
+		print_table(bench.reps);
 	print_ratios();
-	if (!g_json_only) {
+	if (!bench.json_only)
 		check_spread();
-		fprintf(stderr, "\nbench_handoff: total %.1f s\n", (double)(now_ns() - t_start) / 1e9);
-	}
+	bench_finish(t_start, false);
 	return 0;
 }

@@ -36,16 +36,10 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include <softlimit/softlimit.h>
+
+#include "bench_common.h"
 
 #define OVER 10                   /* groups over their soft limit */
 #define TARGET ((uint64_t)64)     /* units asked of each sl_reclaim() */
@@ -83,43 +77,6 @@ static const char *policy_name(enum sl_policy p)
 }
 
 /* ------------------------------------------------------------------ utils */
-
-static bool g_json_only;
-
-static void fatal(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("\nbench_reclaim: FATAL: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-		fatal("clock_gettime(CLOCK_MONOTONIC) failed");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
-	return (n % 2) ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
 
 static uint64_t isqrt(uint64_t n)
 {
@@ -192,7 +149,7 @@ static void charge_or_die(sl_group *g, struct gstate *s, uint64_t amount, const 
 	int rc = sl_charge(g, amount, 0);
 
 	if (rc != 0)
-		fatal("sl_charge(%s, %" PRIu64 ") = %d", what, amount, rc);
+		bench_fatal("sl_charge(%s, %" PRIu64 ") = %d", what, amount, rc);
 	s->held += amount;
 }
 
@@ -210,14 +167,14 @@ static void instance_build(struct instance *in, enum sl_policy policy, uint64_t 
 	ns_total = groups - in->customers;
 	in->state = calloc((size_t)groups, sizeof(*in->state));
 	if (!in->state)
-		fatal("out of memory for %" PRIu64 " group states", groups);
+		bench_fatal("out of memory for %" PRIu64 " group states", groups);
 
 	sl_tree_opts_init(&opts);
 	opts.policy = policy;
 	opts.batch = batch;
 	rc = sl_tree_create(&opts, &in->t);
 	if (rc != 0)
-		fatal("sl_tree_create = %d", rc);
+		bench_fatal("sl_tree_create = %d", rc);
 	in->root = sl_tree_root(in->t);
 
 	for (c = 0; c < in->customers; c++) {
@@ -236,7 +193,7 @@ static void instance_build(struct instance *in, enum sl_policy policy, uint64_t 
 		snprintf(name, sizeof(name), "c%" PRIu64, c);
 		rc = sl_group_create(in->root, name, &lim, &cb_ops, cs, &cust);
 		if (rc != 0)
-			fatal("sl_group_create(%s) = %d", name, rc);
+			bench_fatal("sl_group_create(%s) = %d", name, rc);
 		charge_or_die(cust, cs, CUST_USAGE, name);
 
 		for (j = 0; j < k; j++) {
@@ -249,7 +206,7 @@ static void instance_build(struct instance *in, enum sl_policy policy, uint64_t 
 			snprintf(name, sizeof(name), "n%" PRIu64, j);
 			rc = sl_group_create(cust, name, &lim, &cb_ops, s, &ns);
 			if (rc != 0)
-				fatal("sl_group_create(c%" PRIu64 "/%s) = %d", c, name, rc);
+				bench_fatal("sl_group_create(c%" PRIu64 "/%s) = %d", c, name, rc);
 			s->over = over;
 			charge_or_die(ns, s, over ? OVER_USAGE : NS_USAGE, name);
 			if (over)
@@ -257,7 +214,7 @@ static void instance_build(struct instance *in, enum sl_policy policy, uint64_t 
 		}
 	}
 	if (next != groups || over_made != OVER)
-		fatal("built %" PRIu64 " groups with %d over, expected %" PRIu64 " and %d", next, over_made,
+		bench_fatal("built %" PRIu64 " groups with %d over, expected %" PRIu64 " and %d", next, over_made,
 		      groups, OVER);
 	in->total = in->customers * CUST_USAGE + (ns_total - OVER) * NS_USAGE + OVER * OVER_USAGE;
 }
@@ -268,12 +225,12 @@ static void instance_verify(struct instance *in, const char *when)
 	int rc = sl_group_stats(in->root, &st);
 
 	if (rc != 0)
-		fatal("sl_group_stats(root) = %d", rc);
+		bench_fatal("sl_group_stats(root) = %d", rc);
 	if (st.usage != in->total)
-		fatal("%s: root usage %" PRIu64 ", the host holds %" PRIu64, when, st.usage, in->total);
+		bench_fatal("%s: root usage %" PRIu64 ", the host holds %" PRIu64, when, st.usage, in->total);
 	rc = sl_tree_check(in->t);
 	if (rc != 0)
-		fatal("%s: sl_tree_check = %d", when, rc);
+		bench_fatal("%s: sl_tree_check = %d", when, rc);
 }
 
 static void instance_free(struct instance *in)
@@ -295,24 +252,24 @@ static uint64_t one_call(struct instance *in, const char *what, size_t *victims)
 	cb_n = 0;
 	cb_overflow = false;
 	cb_err = 0;
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	freed = sl_reclaim(in->root, TARGET, 0);
-	t1 = now_ns();
+	t1 = bench_now_ns();
 
 	if (cb_err)
-		fatal("%s: sl_uncharge in the reclaim callback = %d", what, cb_err);
+		bench_fatal("%s: sl_uncharge in the reclaim callback = %d", what, cb_err);
 	if (cb_overflow)
-		fatal("%s: more than %d callbacks in one sl_reclaim", what, LOG_MAX);
+		bench_fatal("%s: more than %d callbacks in one sl_reclaim", what, LOG_MAX);
 	for (i = 0; i < cb_n; i++) {
 		sum += cb_log[i].amount;
 		if (!cb_log[i].s->over)
-			fatal("%s: reclaim asked a group within its soft limit (pass 1 should be "
+			bench_fatal("%s: reclaim asked a group within its soft limit (pass 1 should be "
 			      "satisfied by the %d over groups)", what, OVER);
 	}
 	if (freed != TARGET)
-		fatal("%s: sl_reclaim returned %" PRIu64 ", expected %" PRIu64, what, freed, TARGET);
+		bench_fatal("%s: sl_reclaim returned %" PRIu64 ", expected %" PRIu64, what, freed, TARGET);
 	if (sum != TARGET)
-		fatal("%s: the callbacks freed %" PRIu64 ", expected %" PRIu64, what, sum, TARGET);
+		bench_fatal("%s: the callbacks freed %" PRIu64 ", expected %" PRIu64, what, sum, TARGET);
 
 	/* Back to the steady state: 10 groups over, everything else as built. */
 	for (i = 0; i < cb_n; i++)
@@ -349,27 +306,21 @@ static void run_config(struct config *c, int idx, int reps, uint64_t target_ns, 
 	double runs[MAX_REPS];
 
 	snprintf(what, sizeof(what), "%s groups=%" PRIu64, policy_name(c->policy), c->groups);
-	if (!g_json_only) {
-		fprintf(stderr, "[%2d/%d] %-10s groups=%-7" PRIu64 " building...", idx + 1, n_configs,
-			policy_name(c->policy), c->groups);
-		fflush(stderr);
-	}
-	t0 = now_ns();
+	bench_progress("[%2d/%d] %-10s groups=%-7" PRIu64 " building...", idx + 1, n_configs,
+		       policy_name(c->policy), c->groups);
+	t0 = bench_now_ns();
 	instance_build(&in, c->policy, c->groups, batch);
-	c->build_s = (double)(now_ns() - t0) / 1e9;
+	c->build_s = (double)(bench_now_ns() - t0) / 1e9;
 	instance_verify(&in, what);
-	if (!g_json_only) {
-		fprintf(stderr, " %.2f s, timing...", c->build_s);
-		fflush(stderr);
-	}
+	bench_progress(" %.2f s, timing...", c->build_s);
 
 	/* The first call on the fresh tree: reported, not part of the figure. */
 	c->first_ns = (double)one_call(&in, what, &v);
 
 	for (int r = 0; r < reps; r++) {
-		uint64_t start = now_ns(), sum = 0, n = 0;
+		uint64_t start = bench_now_ns(), sum = 0, n = 0;
 
-		while (n < MIN_CALLS || (n < MAX_CALLS && now_ns() - start < target_ns)) {
+		while (n < MIN_CALLS || (n < MAX_CALLS && bench_now_ns() - start < target_ns)) {
 			sum += one_call(&in, what, &v);
 			victims += v;
 			n++;
@@ -378,25 +329,22 @@ static void run_config(struct config *c, int idx, int reps, uint64_t target_ns, 
 		c->calls += n;
 	}
 	c->nruns = reps;
-	c->ns = median(runs, reps);
+	c->ns = bench_median(runs, reps);
 	c->victims = (double)victims / (double)c->calls;
 	instance_verify(&in, what);
 	instance_free(&in);
 
-	printf("{\"bench\":\"reclaim\",\"policy\":\"%s\",\"groups\":%" PRIu64 ",\"over\":%d,"
-	       "\"batch\":%" PRIu64 ",\"target\":%" PRIu64 ",\"ns_per_call\":%.1f,"
-	       "\"freed_per_call\":%" PRIu64 ",\"victims_per_call\":%.2f,\"calls\":%" PRIu64 ","
-	       "\"first_call_ns\":%.0f,\"build_s\":%.3f}\n",
-	       policy_name(c->policy), c->groups, OVER, batch == SL_BATCH_NONE ? 0 : batch, TARGET,
-	       c->ns, TARGET, c->victims, c->calls, c->first_ns, c->build_s);
-	fflush(stdout);
+	bench_json("{\"bench\":\"reclaim\",\"policy\":\"%s\",\"groups\":%" PRIu64 ",\"over\":%d,"
+		   "\"batch\":%" PRIu64 ",\"target\":%" PRIu64 ",\"ns_per_call\":%.1f,"
+		   "\"freed_per_call\":%" PRIu64 ",\"victims_per_call\":%.2f,\"calls\":%" PRIu64 ","
+		   "\"first_call_ns\":%.0f,\"build_s\":%.3f}",
+		   policy_name(c->policy), c->groups, OVER, batch == SL_BATCH_NONE ? 0 : batch, TARGET,
+		   c->ns, TARGET, c->victims, c->calls, c->first_ns, c->build_s);
 
-	if (!g_json_only) {
-		fprintf(stderr, " %12.1f ns/call  (%" PRIu64 " calls; runs:", c->ns, c->calls);
-		for (int r = 0; r < reps; r++)
-			fprintf(stderr, " %.1f", c->runs[r]);
-		fprintf(stderr, "; first call %.0f ns)\n", c->first_ns);
-	}
+	bench_progress(" %12.1f ns/call  (%" PRIu64 " calls; runs:", c->ns, c->calls);
+	for (int r = 0; r < reps; r++)
+		bench_progress(" %.1f", c->runs[r]);
+	bench_progress("; first call %.0f ns)\n", c->first_ns);
 }
 
 static const struct config *find(enum sl_policy p, uint64_t groups)
@@ -463,24 +411,20 @@ static void print_ratios(void)
 		if (!lo || !hi || lo == hi || lo->ns <= 0)
 			continue;
 		value = hi->ns / lo->ns;
-		if (gated)
-			printf("{\"bench\":\"reclaim_ratio\",\"policy\":\"%s\",\"name\":\"cost_1e6_over_1e3\","
-			       "\"value\":%.2f,\"goal\":\"<= %g\",\"met\":%s}\n",
-			       policy_name(pol), value, bound, value <= bound ? "true" : "false");
-		else
-			printf("{\"bench\":\"reclaim_ratio\",\"policy\":\"%s\",\"name\":\"cost_1e6_over_1e3\","
-			       "\"value\":%.2f,\"goal\":\"none\",\"met\":null}\n",
-			       policy_name(pol), value);
-		if (!g_json_only) {
-			if (gated)
-				fprintf(stderr, "%-10s ns/call at 10^6 groups / at 10^3 = %9.2f  goal <= %g  %s\n",
-					policy_name(pol), value, bound, value <= bound ? "met" : "NOT MET");
-			else
-				fprintf(stderr, "%-10s ns/call at 10^6 groups / at 10^3 = %9.2f  (no goal: walks "
-					"the subtree by design)\n", policy_name(pol), value);
+		if (gated) {
+			bench_json("{\"bench\":\"reclaim_ratio\",\"policy\":\"%s\",\"name\":\"cost_1e6_over_1e3\","
+				   "\"value\":%.2f,\"goal\":\"<= %g\",\"met\":%s}",
+				   policy_name(pol), value, bound, value <= bound ? "true" : "false");
+			bench_progress("%-10s ns/call at 10^6 groups / at 10^3 = %9.2f  goal <= %g  %s\n",
+				       policy_name(pol), value, bound, value <= bound ? "met" : "NOT MET");
+		} else {
+			bench_json("{\"bench\":\"reclaim_ratio\",\"policy\":\"%s\",\"name\":\"cost_1e6_over_1e3\","
+				   "\"value\":%.2f,\"goal\":\"none\",\"met\":null}",
+				   policy_name(pol), value);
+			bench_progress("%-10s ns/call at 10^6 groups / at 10^3 = %9.2f  (no goal: walks "
+				       "the subtree by design)\n", policy_name(pol), value);
 		}
 	}
-	fflush(stdout);
 }
 
 static void usage(FILE *f)
@@ -513,88 +457,57 @@ static void usage(FILE *f)
 		TARGET, OVER, SL_BATCH_DEFAULT);
 }
 
+/* The command line's choices beyond bench_common.h's. */
+static uint64_t opt_batch = SL_BATCH_NONE;
+static uint64_t opt_groups;       /* 0: every size */
+static const char *opt_policy;    /* NULL: every policy */
+
+static int reclaim_flag(const char *arg)
+{
+	if (strcmp(arg, "--batch-default") == 0) {
+		opt_batch = SL_BATCH_DEFAULT;
+		return 1;
+	}
+	if (strncmp(arg, "--policy=", 9) == 0) {
+		opt_policy = arg + 9;
+		if (strcmp(opt_policy, "guarantee") && strcmp(opt_policy, "gatekeeper") &&
+		    strcmp(opt_policy, "protection")) {
+			fprintf(stderr, "bench_reclaim: unknown policy '%s'\n", opt_policy);
+			return -1;
+		}
+		return 1;
+	}
+	return bench_flag_u64(arg, "--groups", 100, 100000000, &opt_groups);
+}
+
 int main(int argc, char **argv)
 {
-	bool quick = false;
-	uint64_t batch = SL_BATCH_NONE, target_ns, t_start, only_groups = 0;
-	const char *only_policy = NULL;
-	int reps;
+	uint64_t t_start;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--quick") == 0) {
-			quick = true;
-		} else if (strcmp(argv[i], "--json-only") == 0) {
-			g_json_only = true;
-		} else if (strcmp(argv[i], "--batch-default") == 0) {
-			batch = SL_BATCH_DEFAULT;
-		} else if (strncmp(argv[i], "--groups=", 9) == 0) {
-			char *end;
+	bench_parse_args(argc, argv, "bench_reclaim", usage, reclaim_flag);
 
-			only_groups = strtoull(argv[i] + 9, &end, 10);
-			if (*end || only_groups < 100 || only_groups > 100000000) {
-				fprintf(stderr, "bench_reclaim: --groups wants 100..10^8, not '%s'\n", argv[i] + 9);
-				usage(stderr);
-				return 2;
-			}
-		} else if (strncmp(argv[i], "--policy=", 9) == 0) {
-			only_policy = argv[i] + 9;
-			if (strcmp(only_policy, "guarantee") && strcmp(only_policy, "gatekeeper") &&
-			    strcmp(only_policy, "protection")) {
-				fprintf(stderr, "bench_reclaim: unknown policy '%s'\n", only_policy);
-				usage(stderr);
-				return 2;
-			}
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return 0;
-		} else {
-			fprintf(stderr, "bench_reclaim: unknown argument '%s'\n", argv[i]);
-			usage(stderr);
-			return 2;
-		}
-	}
-
-	reps = quick ? 3 : 5;
-	target_ns = quick ? 200000000u : 1000000000u;
-
-	n_sizes = only_groups ? 1 : N_SIZES;
+	n_sizes = opt_groups ? 1 : N_SIZES;
 	for (int s = 0; s < n_sizes; s++)
-		sizes[s] = only_groups ? only_groups : size_list[s];
+		sizes[s] = opt_groups ? opt_groups : size_list[s];
 	/* Size-major: the three policies of one size run back to back. */
 	for (int s = 0; s < n_sizes; s++)
 		for (int p = 0; p < N_POLICIES; p++) {
-			if (only_policy && strcmp(only_policy, policy_name(policy_list[p])) != 0)
+			if (opt_policy && strcmp(opt_policy, policy_name(policy_list[p])) != 0)
 				continue;
 			configs[n_configs].policy = policy_list[p];
 			configs[n_configs].groups = sizes[s];
 			n_configs++;
 		}
 
-	if (!g_json_only) {
-		fprintf(stderr, "bench_reclaim: softlimit %s, %s mode: %d runs of ~%.1f s (at least %d calls) "
-			"per configuration, %d configurations, batch %s\n",
-			sl_version(), quick ? "quick" : "full", reps, (double)target_ns / 1e9, MIN_CALLS,
-			n_configs, batch == SL_BATCH_NONE ? "SL_BATCH_NONE (0)" : "SL_BATCH_DEFAULT");
-#ifndef __OPTIMIZE__
-		fprintf(stderr, "bench_reclaim: warning: built without optimisation; "
-			"use -DCMAKE_BUILD_TYPE=Release\n");
-#endif
-	}
-
-	t_start = now_ns();
+	t_start = bench_start(" (at least %d calls) per configuration, %d configurations, batch %s",
+			      MIN_CALLS, n_configs,
+			      opt_batch == SL_BATCH_NONE ? "SL_BATCH_NONE (0)" : "SL_BATCH_DEFAULT");
 	for (int i = 0; i < n_configs; i++)
-		run_config(&configs[i], i, reps, target_ns, batch);
+		run_config(&configs[i], i, bench.reps, bench.target_ns, opt_batch);
 
-	if (!g_json_only)
+	if (!bench.json_only)
 		print_table();
 	print_ratios();
-	if (!g_json_only) {
-		struct rusage ru;
-
-		fprintf(stderr, "\nbench_reclaim: total %.1f s", (double)(now_ns() - t_start) / 1e9);
-		if (getrusage(RUSAGE_SELF, &ru) == 0)
-			fprintf(stderr, ", peak RSS %.0f MB", (double)ru.ru_maxrss / 1024.0);
-		fputc('\n', stderr);
-	}
+	bench_finish(t_start, true);
 	return 0;
 }

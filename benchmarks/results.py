@@ -6,7 +6,7 @@
     results.py tables RESULTS_DIR   # prints markdown tables on stdout
 
 Standard library only.  Missing or empty files are skipped.  The gnuplot
-scripts write RESULTS_DIR/{charge,reclaim,isolation}.png; benchmarks/run
+scripts write RESULTS_DIR/{charge,reclaim,full,isolation}.png; benchmarks/run
 runs them.
 """
 import json
@@ -16,6 +16,7 @@ import sys
 
 VARIANTS = ["shared", "static", "guarantee", "gatekeeper", "protection"]
 POLICIES = ["guarantee", "gatekeeper", "protection"]
+FULL_IMPLS = POLICIES + ["naive", "shared-lru"]
 
 
 def load(path):
@@ -96,6 +97,57 @@ def reclaim_plot(res, out):
     return gp
 
 
+def full_rows(res):
+    return [r for r in load(os.path.join(res, "full.jsonl")) if r.get("bench") == "full"]
+
+
+def full_panels(rows):
+    panels = []
+    for r in rows:
+        k = (r["tenants"], r["sizes"])
+        if k not in panels:
+            panels.append(k)
+    return panels
+
+
+def full_impls(rows):
+    return [i for i in FULL_IMPLS if any(r["impl"] == i for r in rows)]
+
+
+def full_plot(res, out):
+    rows = full_rows(res)
+    if not rows:
+        return None
+    panels = full_panels(rows)
+    cols = 2 if len(panels) > 1 else 1
+    nrows = int(math.ceil(len(panels) / cols))
+    gp = ["set terminal pngcairo size %d,%d noenhanced" % (700 * cols, 450 * nrows),
+          "set output %s" % q(os.path.join(res, "full.png")),
+          "set multiplot layout %d,%d title %s" % (nrows, cols, q(
+              "bench_full: total charges per second on a full tree (root max %d MiB), against threads"
+              % (rows[0]["budget"] >> 20))),
+          "set logscale x 2", "set logscale y", "set grid", "set key below horizontal",
+          "set xlabel 'threads'", "set ylabel 'Mops/s, all threads (log)'",
+          "set xtics (1,2,4,8)", "set xrange [0.8:10]"]
+    for pi, (ten, sz) in enumerate(panels):
+        plots = []
+        for impl in full_impls(rows):
+            pts = sorted((r["threads"], r["ops_per_s"]) for r in rows
+                         if r["tenants"] == ten and r["sizes"] == sz and r["impl"] == impl)
+            if not pts:
+                continue
+            fn = os.path.join(out, "full_%d_%s.dat" % (pi, impl))
+            with open(fn, "w") as f:
+                for t, ops in pts:
+                    f.write("%d %.4f\n" % (t, ops / 1e6))
+            style = "lw 2" if impl in POLICIES else "lw 2 dt 2"
+            plots.append("%s using 1:2 with linespoints %s title %s" % (q(fn), style, q(impl)))
+        gp.append("set title %s" % q("tenants: %s, item sizes: %s" % (ten, sz)))
+        gp.append("plot " + ", ".join(plots))
+    gp.append("unset multiplot")
+    return gp
+
+
 def isolation_rows(res):
     return load(os.path.join(res, "isolation.jsonl"))
 
@@ -147,7 +199,8 @@ def isolation_plot(res, out):
 def plots(res):
     out = os.path.join(res, "plot")
     os.makedirs(out, exist_ok=True)
-    for name, fn in (("charge", charge_plot), ("reclaim", reclaim_plot), ("isolation", isolation_plot)):
+    for name, fn in (("charge", charge_plot), ("reclaim", reclaim_plot), ("full", full_plot),
+                     ("isolation", isolation_plot)):
         gp = fn(res, out)
         path = os.path.join(out, name + ".gp")
         if gp is None:
@@ -213,6 +266,8 @@ def tables(res):
             print(table(["policy", "ratio", "value", "goal", "met"],
                         [[r["policy"], r["name"], "%.2f" % r["value"], r["goal"],
                           "-" if r["met"] is None else ("yes" if r["met"] else "**no**")] for r in rat]))
+
+    full_tables(res)
 
     rows = isolation_rows(res)
     per = [r for r in rows if r.get("bench") == "isolation"]
@@ -305,6 +360,53 @@ def tables(res):
                 if k not in keys and k != "bench":
                     keys.append(k)
         print(table(keys, [[r.get(k, "") for k in keys] for r in rows]))
+
+
+def full_tables(res):
+    rows = full_rows(res)
+    if not rows:
+        return
+    threads = sorted({r["threads"] for r in rows})
+    for ten, sz in full_panels(rows):
+        print("#### bench_full: tenants %s, item sizes %s (root max %d MiB)\n" % (
+            ten, sz, rows[0]["budget"] >> 20))
+        print("ns per charge / total Mops/s / failed charges (median of the runs; failures summed "
+              "over them).\n")
+        out = []
+        for impl in full_impls(rows):
+            line = [impl]
+            for t in threads:
+                v = [r for r in rows if r["tenants"] == ten and r["sizes"] == sz
+                     and r["impl"] == impl and r["threads"] == t]
+                line.append("%.0f / %.2f / %d" % (v[0]["ns_per_charge"], v[0]["ops_per_s"] / 1e6,
+                                                   v[0]["failed"]) if v else "-")
+            out.append(line)
+        print(table(["impl"] + ["%d thread%s" % (t, "" if t == 1 else "s") for t in threads], out))
+    goals = [r for r in load(os.path.join(res, "full.jsonl")) if r.get("bench") == "full_goal"]
+    if goals:
+        names = []
+        for g in goals:
+            if g["name"] not in names:
+                names.append(g["name"])
+        keys = []
+        for g in goals:
+            k = (g["impl"], g["tenants"], g["sizes"])
+            if k not in keys:
+                keys.append(k)
+        print("#### bench_full: goals (issue \"Limit\"; **bold** = not met)\n")
+        out = []
+        for k in keys:
+            line = list(k)
+            for n in names:
+                v = [g for g in goals if (g["impl"], g["tenants"], g["sizes"]) == k and g["name"] == n]
+                if not v:
+                    line.append("-")
+                    continue
+                cell = ("%d" % v[0]["value"]) if n == "failed" else ("%.2f" % v[0]["value"])
+                line.append(cell if v[0]["met"] else "**%s**" % cell)
+            out.append(line)
+        goal_of = {g["name"]: g["goal"] for g in goals}
+        print(table(["impl", "tenants", "sizes"] + ["%s (%s)" % (n, goal_of[n]) for n in names], out))
 
 
 def main():
