@@ -8,7 +8,8 @@
  * pass some max, softlimit picks the victims by the tree's policy and calls
  * the victim tenant's reclaim callback, which evicts that tenant's least
  * recently used items and uncharges them.  So the cache never decides who
- * gives memory back: the soft limits do.
+ * gives memory back: the soft limits do.  (An item's header is 80 bytes,
+ * so a 4000-byte value with a short key still fits a 4 KiB size class.)
  *
  * For comparison, lru_cache_create_shared() builds the same cache without
  * accounting: one global LRU list over every tenant and a fixed capacity,
@@ -61,11 +62,11 @@ struct lru_stats {
  */
 struct lru_meta {
 	uint64_t cas;     /* the cache's: a new unique value at every store, never 0 */
-	int64_t exptime;  /* the host's (e.g. absolute expiry time, 0 = never)       */
-	int64_t stored;   /* the host's (e.g. when the item was stored)              */
-	int64_t atime;    /* the host's (e.g. when it was last read)                 */
+	uint32_t exptime; /* the host's (e.g. expiry, unix seconds, 0 = never)       */
+	uint32_t stored;  /* the host's (e.g. when the item was stored)              */
+	uint32_t atime;   /* the host's (e.g. when it was last read)                 */
 	uint32_t flags;   /* the host's (e.g. memcached's client flags)              */
-	uint32_t bits;    /* the host's (e.g. "fetched", "stale")                    */
+	uint32_t bits;    /* the host's (e.g. "fetched")                             */
 };
 
 /**

@@ -50,7 +50,7 @@ int64_t store_realtime(int64_t exptime)
 	if (exptime < 0)
 		return 1;
 	if (exptime > REALTIME_MAXDELTA)
-		return exptime <= now ? 1 : exptime;
+		return exptime <= now ? 1 : exptime > UINT32_MAX ? UINT32_MAX : exptime;
 	return now + exptime;
 }
 
@@ -94,11 +94,11 @@ static void read_item(void *arg, struct lru_meta *m, const void *value, size_t v
 	};
 
 	if (r->how && r->how->touch) {
-		m->exptime = store_realtime(r->how->exptime);
+		m->exptime = (uint32_t)store_realtime(r->how->exptime);
 		v.exptime = m->exptime;
 	}
 	m->bits |= META_FETCHED;
-	m->atime = store_now();
+	m->atime = (uint32_t)store_now();
 	r->emit(r->arg, &v);
 }
 
@@ -151,8 +151,8 @@ static struct lru_meta new_meta(uint32_t flags, int64_t exptime, uint64_t cas)
 {
 	struct lru_meta m = { .cas = cas, .flags = flags };
 
-	m.exptime = store_realtime(exptime);
-	m.stored = m.atime = store_now();
+	m.exptime = (uint32_t)store_realtime(exptime);
+	m.stored = m.atime = (uint32_t)store_now();
 	return m;
 }
 
@@ -189,7 +189,7 @@ static enum store_result concat(struct lru_tenant *t, bool prepend, const char *
 		memcpy(v + (prepend ? vlen : 0), old.value, old.vlen);
 		memcpy(v + (prepend ? 0 : old.vlen), data, vlen);
 		free(old.value);
-		old.meta.stored = store_now();
+		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, v, old.vlen + vlen, &old.meta, LRU_IF_CAS, cas_out);
 		free(v);
 		if (err == 0)
@@ -257,7 +257,7 @@ static void touch_item(void *arg, struct lru_meta *m, const void *value, size_t 
 {
 	(void)value;
 	(void)vlen;
-	m->exptime = *(const int64_t *)arg;
+	m->exptime = (uint32_t)*(const int64_t *)arg;
 }
 
 enum store_result store_touch(const char *key, size_t keylen, int64_t exptime)
@@ -335,7 +335,7 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 		else
 			val = a->delta > val ? 0 : val - a->delta;
 		len = snprintf(buf, sizeof(buf), "%" PRIu64, val);
-		old.meta.stored = store_now();
+		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, buf, (size_t)len, &old.meta, LRU_IF_CAS, &out->cas);
 		if (err == 0) {
 			out->value = val;
