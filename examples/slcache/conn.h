@@ -47,9 +47,12 @@ struct pending {
 	size_t vlen;
 	uint64_t cas;
 	bool noreply;
-	bool meta;        /* an ms: answer with meta codes and these flags */
-	char mflags[256]; /* ms's return flags (k, O, c, b, q), as given    */
-	size_t mflags_len;
+	bool meta;           /* an ms: answer with meta codes                  */
+	bool mquiet;         /* ms q: no HD                                    */
+	bool mret_cas;       /* ms c: return the cas                           */
+	bool minvalid;       /* ms I: (accepted, no stale items here)          */
+	char mret[320];      /* ms's k, O and b return flags, " "-prefixed     */
+	size_t mret_len;
 };
 
 struct worker;
@@ -66,6 +69,7 @@ struct conn {
 	enum cstate state;
 	uint64_t swallow;
 	bool close_after; /* quit, or a fatal error: close once the output is out */
+	bool noreply;     /* the command being answered said noreply            */
 	uint32_t events;  /* what epoll watches now */
 	struct pending p;
 };

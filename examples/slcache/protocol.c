@@ -1,7 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * protocol.c: the memcached text protocol, what a request means and what
- * it answers (conn.h has the connection, net.c moves the bytes).
+ * protocol.c: the memcached text protocol, as memcached 1.6 speaks it:
+ * what a request means and what it answers (conn.h has the connection,
+ * net.c moves the bytes, meta.c has the meta commands).  memcached's
+ * doc/protocol.txt is the specification; where it is silent, Debian's
+ * memcached 1.6.18 is (tests/slcache_proto.sh compares the two).
+ *
+ * When a connection is closed rather than answered, as memcached does: a
+ * line that ends in an "HTTP/..." token (a web client), "quit", a first
+ * byte of 0x80 (the binary protocol, which slcache does not speak), and a
+ * line that has no end after 2 KiB unless it is a get or gets (multigets
+ * may be long; they are bounded by GETLINE_MAX).
  */
 #define _GNU_SOURCE
 
@@ -15,14 +24,16 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "proto.h"
 #include "slcache.h"
 #include "storage.h"
 #include "tenants.h"
 
-#define LINE_MAX_BYTES (64 * 1024)    /* longest command line                 */
+#define LINE_SHORT_MAX 2048             /* a command line that is not a get  */
+#define GETLINE_MAX (16u * 1024 * 1024) /* a get line, however many keys     */
 #define RBUF_MIN (16 * 1024)
-#define WBUF_HIGH (4 * 1024 * 1024)   /* stop reading while more is unsent    */
-#define MAX_TOKENS 24
+#define WBUF_HIGH (4 * 1024 * 1024)     /* stop reading while more is unsent */
+#define MEMLIMIT_MIN_MB 8               /* memcached's smallest cache_memlimit */
 
 #define NS(field) atomic_load_explicit(&ns.sum.field, memory_order_relaxed)
 
@@ -35,78 +46,16 @@ size_t proto_read_need(const struct conn *c)
 	return RBUF_MIN;
 }
 
-static size_t fmt_u64(char *buf, uint64_t v)
-{
-	char tmp[24];
-	size_t n = 0, i;
+/* ---- tokens and numbers ---- */
 
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
-	return n;
-}
-
-struct get_ctx {
-	struct conn *c;
-	bool cas;
-	const char *key;
-	size_t keylen;
-};
-
-/* Called under the tenant's lock: format and copy, nothing else. */
-static void emit_value(void *arg, const struct item_view *v)
-{
-	struct get_ctx *g = arg;
-	struct conn *c = g->c;
-	const char *key = g->key;
-	size_t keylen = g->keylen, vlen = v->vlen;
-	uint32_t flags = v->flags;
-	uint64_t cas = v->cas;
-	const void *value = v->value;
-	char *p;
-
-	if (!ob_reserve(c, keylen + vlen + 80))
-		return;
-	p = c->wbuf + c->wend;
-	memcpy(p, "VALUE ", 6);
-	p += 6;
-	memcpy(p, key, keylen);
-	p += keylen;
-	*p++ = ' ';
-	p += fmt_u64(p, flags);
-	*p++ = ' ';
-	p += fmt_u64(p, vlen);
-	if (g->cas) {
-		*p++ = ' ';
-		p += fmt_u64(p, cas);
-	}
-	*p++ = '\r';
-	*p++ = '\n';
-	memcpy(p, value, vlen);
-	p += vlen;
-	*p++ = '\r';
-	*p++ = '\n';
-	c->wend = (size_t)(p - c->wbuf);
-}
-
-/* ---- parsing helpers ---- */
-
-struct tok {
-	char *s;
-	size_t n;
-};
-
-static bool tok_is(const struct tok *t, const char *s)
+bool tok_is(const struct tok *t, const char *s)
 {
 	size_t n = strlen(s);
 
 	return t->n == n && memcmp(t->s, s, n) == 0;
 }
 
-static bool tok_u64(const struct tok *t, uint64_t *out)
+bool tok_u64(const struct tok *t, uint64_t *out)
 {
 	uint64_t x = 0;
 	size_t i;
@@ -124,17 +73,7 @@ static bool tok_u64(const struct tok *t, uint64_t *out)
 	return true;
 }
 
-static bool tok_u32(const struct tok *t, uint32_t *out)
-{
-	uint64_t x;
-
-	if (!tok_u64(t, &x) || x > UINT32_MAX)
-		return false;
-	*out = (uint32_t)x;
-	return true;
-}
-
-static bool tok_i64(const struct tok *t, int64_t *out)
+bool tok_i64(const struct tok *t, int64_t *out)
 {
 	struct tok u = *t;
 	uint64_t x;
@@ -149,6 +88,31 @@ static bool tok_i64(const struct tok *t, int64_t *out)
 		return false;
 	*out = neg ? -(int64_t)x : (int64_t)x;
 	return true;
+}
+
+/* memcached's client flags: any number that fits 64 bits, kept mod 2^32. */
+static bool tok_flags(const struct tok *t, uint32_t *out)
+{
+	uint64_t x;
+
+	if (!tok_u64(t, &x))
+		return false;
+	*out = (uint32_t)x;
+	return true;
+}
+
+size_t fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
 }
 
 static size_t tokenize(char *line, size_t len, struct tok *toks, size_t max)
@@ -177,25 +141,84 @@ static bool key_ok(const struct tok *t)
 	return t->n > 0 && t->n <= STORE_KEY_MAX;
 }
 
-/* ---- commands ---- */
-
-static void reply(struct conn *c, bool noreply, const char *s)
+void reply(struct conn *c, const char *s)
 {
-	if (!noreply)
+	if (!c->noreply) {
 		ob_str(c, s);
+		ob_put(c, "\r\n", 2);
+	}
 }
 
-static void cmd_get(struct conn *c, char *line, size_t len, bool cas)
+/* The last token is "noreply": the command answers nothing, errors included. */
+static void noreply_maybe(struct conn *c, struct tok *tk, size_t nt)
+{
+	c->noreply = nt > 1 && tok_is(&tk[nt - 1], "noreply");
+}
+
+/* ---- get, gets, gat, gats ---- */
+
+struct get_ctx {
+	struct conn *c;
+	bool cas;
+	const char *key;
+	size_t keylen;
+};
+
+/* Called under the tenant's lock: format and copy, nothing else. */
+static void emit_value(void *arg, const struct item_view *v)
+{
+	struct get_ctx *g = arg;
+	struct conn *c = g->c;
+	char *p;
+
+	if (!ob_reserve(c, g->keylen + v->vlen + 80))
+		return;
+	p = c->wbuf + c->wend;
+	memcpy(p, "VALUE ", 6);
+	p += 6;
+	memcpy(p, g->key, g->keylen);
+	p += g->keylen;
+	*p++ = ' ';
+	p += fmt_u64(p, v->flags);
+	*p++ = ' ';
+	p += fmt_u64(p, v->vlen);
+	if (g->cas) {
+		*p++ = ' ';
+		p += fmt_u64(p, v->cas);
+	}
+	*p++ = '\r';
+	*p++ = '\n';
+	memcpy(p, v->value, v->vlen);
+	p += v->vlen;
+	*p++ = '\r';
+	*p++ = '\n';
+	c->wend = (size_t)(p - c->wbuf);
+}
+
+/* get/gets KEY..., gat/gats EXPTIME KEY...: walks the line itself, so a
+ * multiget may have any number of keys. */
+static void cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch)
 {
 	struct get_ctx g = { .c = c, .cas = cas };
-	size_t mark = c->wend - c->wstart, i = 0, nkeys = 0;
+	struct store_read how = { .touch = touch };
+	size_t mark = c->wend - c->wstart, i = 0;
+	struct tok k;
 
-	/* skip the command word */
-	while (i < len && line[i] != ' ')
+	while (i < len && line[i] != ' ') /* the command word */
 		i++;
+	if (touch) {
+		while (i < len && line[i] == ' ')
+			i++;
+		k.s = line + i;
+		for (; i < len && line[i] != ' '; i++)
+			;
+		k.n = (size_t)(line + i - k.s);
+		if (!tok_i64(&k, &how.exptime)) {
+			ob_str(c, "CLIENT_ERROR invalid exptime argument\r\n");
+			return;
+		}
+	}
 	for (;;) {
-		struct tok k;
-
 		while (i < len && line[i] == ' ')
 			i++;
 		if (i == len)
@@ -205,55 +228,61 @@ static void cmd_get(struct conn *c, char *line, size_t len, bool cas)
 			;
 		k.n = (size_t)(line + i - k.s);
 		if (!key_ok(&k)) {
-			/* drop the partial answer */
-			c->wend = c->wstart + mark;
+			c->wend = c->wstart + mark; /* drop the partial answer */
 			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
 			return;
 		}
-		nkeys++;
-		BUMP(c, cmd_get);
 		g.key = k.s;
 		g.keylen = k.n;
-		if (store_get(k.s, k.n, NULL, emit_value, &g) == ST_OK)
-			BUMP(c, get_hits);
+		if (touch)
+			BUMP(c, cmd_touch);
 		else
+			BUMP(c, cmd_get);
+		if (store_get(k.s, k.n, &how, emit_value, &g) == ST_OK) {
+			if (touch)
+				BUMP(c, touch_hits);
+			else
+				BUMP(c, get_hits);
+		} else if (touch) {
+			BUMP(c, touch_misses);
+		} else {
 			BUMP(c, get_misses);
+		}
 	}
-	if (nkeys == 0)
-		ob_str(c, "ERROR\r\n");
-	else
-		ob_str(c, "END\r\n");
+	ob_str(c, "END\r\n");
 }
+
+/* ---- storage commands ---- */
 
 /* set/add/replace/append/prepend/cas: parse the line, then wait for the data. */
 static void cmd_update(struct conn *c, struct tok *tk, size_t nt, enum store_mode mode)
 {
 	size_t want = mode == SM_CAS ? 6 : 5;
-	uint64_t vlen;
+	int64_t vlen;
 
 	if (nt != want && nt != want + 1) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
-	if (!key_ok(&tk[1]) || !tok_u32(&tk[2], &c->p.flags) || !tok_i64(&tk[3], &c->p.exptime) ||
-	    !tok_u64(&tk[4], &vlen) || vlen > INT_MAX - 2 ||
+	noreply_maybe(c, tk, nt);
+	memset(&c->p, 0, offsetof(struct pending, mret));
+	if (!key_ok(&tk[1]) || !tok_flags(&tk[2], &c->p.flags) || !tok_i64(&tk[3], &c->p.exptime) ||
+	    !tok_i64(&tk[4], &vlen) || vlen < 0 || vlen > INT_MAX - 2 ||
 	    (mode == SM_CAS && !tok_u64(&tk[5], &c->p.cas))) {
-		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+		reply(c, "CLIENT_ERROR bad command line format");
 		return;
 	}
 	c->p.mode = mode;
-	if (mode != SM_CAS)
-		c->p.cas = 0;
-	c->p.noreply = nt == want + 1 && tok_is(&tk[want], "noreply");
+	c->p.noreply = c->noreply;
 	c->p.keylen = tk[1].n;
 	memcpy(c->p.key, tk[1].s, tk[1].n);
 	c->p.vlen = (size_t)vlen;
-	if (vlen > opt.item_max) {
-		ob_str(c, "SERVER_ERROR object too large for cache\r\n");
+	if ((size_t)vlen > opt.item_max) {
+		reply(c, "SERVER_ERROR object too large for cache");
 		/* As memcached: a failed set drops the old value; the data is swallowed. */
 		if (mode == SM_SET)
 			store_delete(c->p.key, c->p.keylen, 0);
-		c->swallow = vlen + 2;
+		c->swallow = (uint64_t)vlen + 2;
 		c->state = CS_SWALLOW;
 		return;
 	}
@@ -264,8 +293,9 @@ static void complete_update(struct conn *c, const char *data)
 {
 	enum store_result r;
 
+	c->noreply = c->p.noreply;
 	if (data[c->p.vlen] != '\r' || data[c->p.vlen + 1] != '\n') {
-		ob_str(c, "CLIENT_ERROR bad data chunk\r\n");
+		reply(c, "CLIENT_ERROR bad data chunk");
 		return;
 	}
 	BUMP(c, cmd_set);
@@ -281,152 +311,192 @@ static void complete_update(struct conn *c, const char *data)
 	switch (r) {
 	case ST_STORED:
 		BUMP(c, total_items);
-		reply(c, c->p.noreply, "STORED\r\n");
+		reply(c, "STORED");
 		break;
 	case ST_NOT_STORED:
-		reply(c, c->p.noreply, "NOT_STORED\r\n");
+		reply(c, "NOT_STORED");
 		break;
 	case ST_EXISTS:
-		reply(c, c->p.noreply, "EXISTS\r\n");
+		reply(c, "EXISTS");
 		break;
 	case ST_NOT_FOUND:
-		reply(c, c->p.noreply, "NOT_FOUND\r\n");
+		reply(c, "NOT_FOUND");
 		break;
 	case ST_TOO_LARGE:
-		ob_str(c, "SERVER_ERROR object too large for cache\r\n");
+		reply(c, "SERVER_ERROR object too large for cache");
 		break;
 	default:
 		BUMP(c, oom_errors);
-		ob_str(c, "SERVER_ERROR out of memory storing object\r\n");
+		reply(c, "SERVER_ERROR out of memory storing object");
 		break;
 	}
 }
 
+/* ---- delete, incr, decr, touch ---- */
+
 static void cmd_delete(struct conn *c, struct tok *tk, size_t nt)
 {
-	bool noreply = nt > 2 && tok_is(&tk[nt - 1], "noreply");
-	size_t extra = nt - 2 - (noreply ? 1 : 0);
+	size_t extra;
 
 	if (nt < 2 || nt > 4) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
+	noreply_maybe(c, tk, nt);
+	extra = nt - 2 - (c->noreply ? 1 : 0);
 	if (extra > 1 || (extra == 1 && !tok_is(&tk[2], "0"))) {
-		ob_str(c, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n");
+		reply(c, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
 		return;
 	}
 	if (!key_ok(&tk[1])) {
-		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+		reply(c, "CLIENT_ERROR bad command line format");
 		return;
 	}
 	if (store_delete(tk[1].s, tk[1].n, 0) == ST_DELETED) {
 		BUMP(c, delete_hits);
-		reply(c, noreply, "DELETED\r\n");
+		reply(c, "DELETED");
 	} else {
 		BUMP(c, delete_misses);
-		reply(c, noreply, "NOT_FOUND\r\n");
+		reply(c, "NOT_FOUND");
 	}
 }
 
 static void cmd_arith(struct conn *c, struct tok *tk, size_t nt, bool incr)
 {
-	bool noreply = nt == 4 && tok_is(&tk[3], "noreply");
 	struct store_arith a = { .incr = incr };
 	struct store_arith_out out;
-	uint64_t val;
-	enum store_result r;
+	char buf[24];
 
 	if (nt != 3 && nt != 4) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
+	noreply_maybe(c, tk, nt);
 	if (!key_ok(&tk[1])) {
-		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+		reply(c, "CLIENT_ERROR bad command line format");
 		return;
 	}
 	if (!tok_u64(&tk[2], &a.delta)) {
-		ob_str(c, "CLIENT_ERROR invalid numeric delta argument\r\n");
+		reply(c, "CLIENT_ERROR invalid numeric delta argument");
 		return;
 	}
-	r = store_arith(tk[1].s, tk[1].n, &a, &out);
-	val = out.value;
-	switch (r) {
+	switch (store_arith(tk[1].s, tk[1].n, &a, &out)) {
 	case ST_OK:
 		if (incr)
 			BUMP(c, incr_hits);
 		else
 			BUMP(c, decr_hits);
-		if (!noreply) {
-			char buf[24];
-			size_t n = fmt_u64(buf, val);
-
-			buf[n++] = '\r';
-			buf[n++] = '\n';
-			ob_put(c, buf, n);
-		}
+		buf[fmt_u64(buf, out.value)] = '\0';
+		reply(c, buf);
 		break;
 	case ST_NOT_FOUND:
 		if (incr)
 			BUMP(c, incr_misses);
 		else
 			BUMP(c, decr_misses);
-		reply(c, noreply, "NOT_FOUND\r\n");
+		reply(c, "NOT_FOUND");
 		break;
 	case ST_NON_NUMERIC:
-		ob_str(c, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+		reply(c, "CLIENT_ERROR cannot increment or decrement non-numeric value");
 		break;
 	default:
 		BUMP(c, oom_errors);
-		ob_str(c, "SERVER_ERROR out of memory\r\n");
+		reply(c, "SERVER_ERROR out of memory");
 		break;
 	}
 }
 
 static void cmd_touch(struct conn *c, struct tok *tk, size_t nt)
 {
-	bool noreply = nt == 4 && tok_is(&tk[3], "noreply");
 	int64_t exptime;
 
 	if (nt != 3 && nt != 4) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
+	noreply_maybe(c, tk, nt);
 	if (!key_ok(&tk[1])) {
-		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+		reply(c, "CLIENT_ERROR bad command line format");
 		return;
 	}
 	if (!tok_i64(&tk[2], &exptime)) {
-		ob_str(c, "CLIENT_ERROR invalid exptime argument\r\n");
+		reply(c, "CLIENT_ERROR invalid exptime argument");
 		return;
 	}
 	BUMP(c, cmd_touch);
 	if (store_touch(tk[1].s, tk[1].n, exptime) == ST_TOUCHED) {
 		BUMP(c, touch_hits);
-		reply(c, noreply, "TOUCHED\r\n");
+		reply(c, "TOUCHED");
 	} else {
 		BUMP(c, touch_misses);
-		reply(c, noreply, "NOT_FOUND\r\n");
+		reply(c, "NOT_FOUND");
 	}
 }
 
+/* ---- server commands ---- */
+
 static void cmd_flush(struct conn *c, struct tok *tk, size_t nt)
 {
-	bool noreply = nt > 1 && tok_is(&tk[nt - 1], "noreply");
-	size_t nargs = nt - 1 - (noreply ? 1 : 0);
-	int64_t delay = 0;
+	size_t nargs;
+	int64_t when = 0;
 
+	noreply_maybe(c, tk, nt);
+	nargs = nt - 1 - (c->noreply ? 1 : 0);
 	if (nargs > 1) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
-	if (nargs == 1 && !tok_i64(&tk[1], &delay)) {
-		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+	if (nargs == 1 && !tok_i64(&tk[1], &when)) {
+		reply(c, "CLIENT_ERROR invalid exptime argument");
 		return;
 	}
 	BUMP(c, cmd_flush);
-	store_flush(delay);
-	reply(c, noreply, "OK\r\n");
+	store_flush(when);
+	reply(c, "OK");
 }
+
+static void cmd_verbosity(struct conn *c, struct tok *tk, size_t nt)
+{
+	uint64_t level;
+
+	if (nt < 2 || nt > 3) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	if (nt == 2 && c->noreply)
+		return;
+	if (!tok_u64(&tk[1], &level)) {
+		reply(c, "CLIENT_ERROR bad command line format");
+		return;
+	}
+	atomic_store_explicit(&opt.verbose, level > 2 ? 2 : (int)level, memory_order_relaxed);
+	reply(c, "OK");
+}
+
+/* cache_memlimit MEGABYTES: the whole budget, live (tenants_set_budget()). */
+static void cmd_memlimit(struct conn *c, struct tok *tk, size_t nt)
+{
+	uint64_t mb;
+
+	if (nt < 2 || nt > 3 || !tok_u64(&tk[1], &mb) || mb > (UINT64_MAX >> 20)) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	if (mb < MEMLIMIT_MIN_MB) {
+		reply(c, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
+		return;
+	}
+	if (tenants_set_budget(mb << 20) != 0) {
+		reply(c, "MEMLIMIT_ADJUST_FAILED out of memory or memory too fragmented");
+		return;
+	}
+	logv("maxbytes adjusted to %" PRIu64 "m", mb);
+	reply(c, "OK");
+}
+
+/* ---- stats ---- */
 
 static void stat_u64(struct conn *c, const char *name, uint64_t v)
 {
@@ -436,97 +506,166 @@ static void stat_u64(struct conn *c, const char *name, uint64_t v)
 static void emit_tenant(void *arg, const char *name, const struct tenant_stats *st)
 {
 	struct conn *c = arg;
+	static const char *const names[] = { "usage", "soft", "max", "items", "bytes",
+					     "evictions", "hits", "misses", "events_low",
+					     "events_high", "events_max", "events_oom" };
+	const uint64_t v[] = { st->usage, st->soft, st->max, st->items, st->bytes,
+			       st->evictions, st->hits, st->misses, st->events_low,
+			       st->events_high, st->events_max, st->events_oom };
+	size_t i;
 
-	ob_printf(c, "STAT tenant:%s:usage %" PRIu64 "\r\n", name, st->usage);
-	ob_printf(c, "STAT tenant:%s:soft %" PRIu64 "\r\n", name, st->soft);
-	ob_printf(c, "STAT tenant:%s:max %" PRIu64 "\r\n", name, st->max);
-	ob_printf(c, "STAT tenant:%s:items %" PRIu64 "\r\n", name, st->items);
-	ob_printf(c, "STAT tenant:%s:bytes %" PRIu64 "\r\n", name, st->bytes);
-	ob_printf(c, "STAT tenant:%s:evictions %" PRIu64 "\r\n", name, st->evictions);
-	ob_printf(c, "STAT tenant:%s:hits %" PRIu64 "\r\n", name, st->hits);
-	ob_printf(c, "STAT tenant:%s:misses %" PRIu64 "\r\n", name, st->misses);
-	ob_printf(c, "STAT tenant:%s:events_low %" PRIu64 "\r\n", name, st->events_low);
-	ob_printf(c, "STAT tenant:%s:events_high %" PRIu64 "\r\n", name, st->events_high);
-	ob_printf(c, "STAT tenant:%s:events_max %" PRIu64 "\r\n", name, st->events_max);
-	ob_printf(c, "STAT tenant:%s:events_oom %" PRIu64 "\r\n", name, st->events_oom);
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		ob_printf(c, "STAT tenant:%s:%s %" PRIu64 "\r\n", name, names[i], v[i]);
+}
+
+/* stats items: a "slab class" per tenant, numbered from 1 in creation order. */
+struct items_ctx {
+	struct conn *c;
+	unsigned id;
+};
+
+static void emit_items(void *arg, const char *name, const struct tenant_stats *st)
+{
+	struct items_ctx *x = arg;
+
+	(void)name;
+	x->id++;
+	if (st->items == 0)
+		return;
+	ob_printf(x->c, "STAT items:%u:number %" PRIu64 "\r\n", x->id, st->items);
+	ob_printf(x->c, "STAT items:%u:mem_requested %" PRIu64 "\r\n", x->id, st->bytes);
+	ob_printf(x->c, "STAT items:%u:evicted %" PRIu64 "\r\n", x->id, st->evictions);
+	ob_printf(x->c, "STAT items:%u:outofmemory %" PRIu64 "\r\n", x->id, st->events_oom);
+}
+
+static void stats_general(struct conn *c)
+{
+	struct tenant_stats tot;
+	struct net_stats ns;
+	struct rusage ru;
+	time_t now = time(NULL);
+
+	tenants_totals(&tot);
+	net_stats(&ns);
+	getrusage(RUSAGE_SELF, &ru);
+	ob_printf(c, "STAT pid %ld\r\n", (long)getpid());
+	stat_u64(c, "uptime", (uint64_t)(now - started));
+	stat_u64(c, "time", (uint64_t)now);
+	ob_printf(c, "STAT version %s\r\n", SLCACHE_PROTO_VERSION);
+	ob_printf(c, "STAT libevent slcache (softlimit %s)\r\n", sl_version());
+	stat_u64(c, "pointer_size", sizeof(void *) * 8);
+	ob_printf(c, "STAT rusage_user %ld.%06ld\r\n", (long)ru.ru_utime.tv_sec,
+		  (long)ru.ru_utime.tv_usec);
+	ob_printf(c, "STAT rusage_system %ld.%06ld\r\n", (long)ru.ru_stime.tv_sec,
+		  (long)ru.ru_stime.tv_usec);
+	stat_u64(c, "max_connections", opt.max_conns);
+	stat_u64(c, "curr_connections", ns.curr_conns);
+	stat_u64(c, "total_connections", ns.total_conns);
+	stat_u64(c, "rejected_connections", ns.rejected_conns);
+	stat_u64(c, "cmd_get", NS(cmd_get));
+	stat_u64(c, "cmd_set", NS(cmd_set));
+	stat_u64(c, "cmd_flush", NS(cmd_flush));
+	stat_u64(c, "cmd_touch", NS(cmd_touch));
+	stat_u64(c, "cmd_meta", NS(meta_cmds));
+	stat_u64(c, "get_hits", NS(get_hits));
+	stat_u64(c, "get_misses", NS(get_misses));
+	stat_u64(c, "get_expired", NS(get_expired));
+	stat_u64(c, "get_flushed", NS(get_flushed));
+	stat_u64(c, "delete_misses", NS(delete_misses));
+	stat_u64(c, "delete_hits", NS(delete_hits));
+	stat_u64(c, "incr_misses", NS(incr_misses));
+	stat_u64(c, "incr_hits", NS(incr_hits));
+	stat_u64(c, "decr_misses", NS(decr_misses));
+	stat_u64(c, "decr_hits", NS(decr_hits));
+	stat_u64(c, "cas_misses", NS(cas_misses));
+	stat_u64(c, "cas_hits", NS(cas_hits));
+	stat_u64(c, "cas_badval", NS(cas_badval));
+	stat_u64(c, "touch_hits", NS(touch_hits));
+	stat_u64(c, "touch_misses", NS(touch_misses));
+	stat_u64(c, "bytes_read", NS(bytes_read));
+	stat_u64(c, "bytes_written", NS(bytes_written));
+	stat_u64(c, "limit_maxbytes", tenants_budget());
+	stat_u64(c, "threads", opt.threads);
+	stat_u64(c, "bytes", tot.bytes);
+	stat_u64(c, "curr_items", tot.items);
+	stat_u64(c, "total_items", NS(total_items));
+	stat_u64(c, "evictions", tot.evictions);
+	stat_u64(c, "oom_errors", NS(oom_errors));
+	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
+	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
+	stat_u64(c, "usage", tot.usage);
+	tenants_stats(emit_tenant, c);
+}
+
+static void stats_settings(struct conn *c)
+{
+	stat_u64(c, "maxbytes", tenants_budget());
+	stat_u64(c, "maxconns", opt.max_conns);
+	ob_printf(c, "STAT tcpport %s\r\n", opt.port);
+	stat_u64(c, "udpport", 0);
+	ob_printf(c, "STAT inter %s\r\n", opt.addr);
+	stat_u64(c, "verbosity", (uint64_t)atomic_load_explicit(&opt.verbose, memory_order_relaxed));
+	ob_str(c, "STAT evictions on\r\n");
+	stat_u64(c, "num_threads", opt.threads);
+	ob_str(c, "STAT cas_enabled yes\r\n");
+	ob_str(c, "STAT binding_protocol ascii\r\n");
+	stat_u64(c, "item_size_max", opt.item_max);
+	ob_str(c, "STAT flush_enabled yes\r\n");
+	stat_u64(c, "max_tenants", opt.max_tenants);
+	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
+	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
 }
 
 static void cmd_stats(struct conn *c, struct tok *tk, size_t nt)
 {
 	if (nt == 1) {
-		struct tenant_stats tot;
-		struct net_stats ns;
-		struct rusage ru;
-		time_t now = time(NULL);
-
-		tenants_totals(&tot);
-		net_stats(&ns);
-		getrusage(RUSAGE_SELF, &ru);
-		ob_printf(c, "STAT pid %ld\r\n", (long)getpid());
-		stat_u64(c, "uptime", (uint64_t)(now - started));
-		stat_u64(c, "time", (uint64_t)now);
-		ob_printf(c, "STAT version %s\r\n", SLCACHE_PROTO_VERSION);
-		ob_printf(c, "STAT implementation slcache (softlimit %s)\r\n", sl_version());
-		stat_u64(c, "pointer_size", sizeof(void *) * 8);
-		ob_printf(c, "STAT rusage_user %ld.%06ld\r\n", (long)ru.ru_utime.tv_sec,
-			  (long)ru.ru_utime.tv_usec);
-		ob_printf(c, "STAT rusage_system %ld.%06ld\r\n", (long)ru.ru_stime.tv_sec,
-			  (long)ru.ru_stime.tv_usec);
-		stat_u64(c, "max_connections", opt.max_conns);
-		stat_u64(c, "curr_connections", ns.curr_conns);
-		stat_u64(c, "total_connections", ns.total_conns);
-		stat_u64(c, "rejected_connections", ns.rejected_conns);
-		stat_u64(c, "cmd_get", NS(cmd_get));
-		stat_u64(c, "cmd_set", NS(cmd_set));
-		stat_u64(c, "cmd_flush", NS(cmd_flush));
-		stat_u64(c, "cmd_touch", NS(cmd_touch));
-		stat_u64(c, "get_hits", NS(get_hits));
-		stat_u64(c, "get_misses", NS(get_misses));
-		stat_u64(c, "delete_misses", NS(delete_misses));
-		stat_u64(c, "delete_hits", NS(delete_hits));
-		stat_u64(c, "incr_misses", NS(incr_misses));
-		stat_u64(c, "incr_hits", NS(incr_hits));
-		stat_u64(c, "decr_misses", NS(decr_misses));
-		stat_u64(c, "decr_hits", NS(decr_hits));
-		stat_u64(c, "cas_misses", NS(cas_misses));
-		stat_u64(c, "cas_hits", NS(cas_hits));
-		stat_u64(c, "cas_badval", NS(cas_badval));
-		stat_u64(c, "touch_hits", NS(touch_hits));
-		stat_u64(c, "touch_misses", NS(touch_misses));
-		stat_u64(c, "bytes_read", NS(bytes_read));
-		stat_u64(c, "bytes_written", NS(bytes_written));
-		stat_u64(c, "limit_maxbytes", opt.max_bytes);
-		stat_u64(c, "threads", opt.threads);
-		stat_u64(c, "bytes", tot.bytes);
-		stat_u64(c, "curr_items", tot.items);
-		stat_u64(c, "total_items", NS(total_items));
-		stat_u64(c, "evictions", tot.evictions);
-		stat_u64(c, "oom_errors", NS(oom_errors));
-		ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
-		ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
-		stat_u64(c, "usage", tot.usage);
-		tenants_stats(emit_tenant, c);
+		stats_general(c);
 	} else if (tok_is(&tk[1], "tenants")) {
 		tenants_stats(emit_tenant, c);
 	} else if (tok_is(&tk[1], "settings")) {
-		stat_u64(c, "maxbytes", opt.max_bytes);
-		stat_u64(c, "maxconns", opt.max_conns);
-		ob_printf(c, "STAT tcpport %s\r\n", opt.port);
-		stat_u64(c, "num_threads", opt.threads);
-		stat_u64(c, "item_size_max", opt.item_max);
-		stat_u64(c, "max_tenants", opt.max_tenants);
-		ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
+		stats_settings(c);
+	} else if (tok_is(&tk[1], "items")) {
+		struct items_ctx x = { c, 0 };
+
+		tenants_stats(emit_items, &x);
+	} else if (tok_is(&tk[1], "slabs")) {
+		struct tenant_stats tot;
+
+		tenants_totals(&tot);
+		stat_u64(c, "active_slabs", 0);
+		stat_u64(c, "total_malloced", tot.usage);
+	} else if (tok_is(&tk[1], "sizes")) {
+		ob_str(c, "STAT sizes_status disabled\r\n");
+	} else if (tok_is(&tk[1], "conns")) {
+		ob_printf(c, "STAT %d:state conn_parse_cmd\r\n", c->fd);
+	} else if (tok_is(&tk[1], "cachedump")) {
+		uint64_t id, limit;
+
+		if (nt != 4 || !tok_u64(&tk[2], &id) || !tok_u64(&tk[3], &limit)) {
+			ob_str(c, "CLIENT_ERROR bad command line\r\n");
+			return;
+		}
+		/* item listing is not kept: an empty dump, as of an empty class */
 	} else if (tok_is(&tk[1], "reset")) {
 		ob_str(c, "RESET\r\n");
 		return;
-	} else if (tok_is(&tk[1], "items") || tok_is(&tk[1], "slabs") || tok_is(&tk[1], "sizes") ||
-		   tok_is(&tk[1], "conns")) {
-		/* nothing of the kind here */
+	} else if (tok_is(&tk[1], "detail")) {
+		ob_str(c, "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+		return;
 	} else {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
 	ob_str(c, "END\r\n");
+}
+
+/* ---- dispatch ---- */
+
+static bool starts(const char *line, size_t len, const char *word)
+{
+	size_t n = strlen(word);
+
+	return len > n && memcmp(line, word, n) == 0 && line[n] == ' ';
 }
 
 /* One command line (without its "\r\n"). */
@@ -535,8 +674,13 @@ static void process_line(struct conn *c, char *line, size_t len)
 	struct tok tk[MAX_TOKENS];
 	size_t nt;
 
-	if (len >= 4 && (memcmp(line, "get ", 4) == 0 || memcmp(line, "gets ", 5) == 0)) {
-		cmd_get(c, line, len, line[3] == 's');
+	c->noreply = false;
+	if (starts(line, len, "get") || starts(line, len, "gets")) {
+		cmd_get(c, line, len, line[3] == 's', false);
+		return;
+	}
+	if (starts(line, len, "gat") || starts(line, len, "gats")) {
+		cmd_get(c, line, len, line[3] == 's', true);
 		return;
 	}
 	nt = tokenize(line, len, tk, MAX_TOKENS);
@@ -544,8 +688,23 @@ static void process_line(struct conn *c, char *line, size_t len)
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
-	if (tok_is(&tk[0], "get") || tok_is(&tk[0], "gets"))
-		ob_str(c, "ERROR\r\n"); /* no key */
+	if (nt >= 2 && tk[nt - 1].n >= 5 && memcmp(tk[nt - 1].s, "HTTP/", 5) == 0) {
+		c->close_after = true; /* a web client: no answer, as memcached */
+		c->state = CS_CLOSE;
+		return;
+	}
+	if (tok_is(&tk[0], "mg"))
+		meta_get(c, tk, nt);
+	else if (tok_is(&tk[0], "ms"))
+		meta_set(c, tk, nt);
+	else if (tok_is(&tk[0], "md"))
+		meta_delete(c, tk, nt);
+	else if (tok_is(&tk[0], "ma"))
+		meta_arith(c, tk, nt);
+	else if (tok_is(&tk[0], "mn"))
+		ob_str(c, "MN\r\n");
+	else if (tok_is(&tk[0], "me"))
+		meta_debug(c, tk, nt);
 	else if (tok_is(&tk[0], "set"))
 		cmd_update(c, tk, nt, SM_SET);
 	else if (tok_is(&tk[0], "add"))
@@ -566,18 +725,39 @@ static void process_line(struct conn *c, char *line, size_t len)
 		cmd_arith(c, tk, nt, false);
 	else if (tok_is(&tk[0], "touch"))
 		cmd_touch(c, tk, nt);
+	else if (tok_is(&tk[0], "gat") || tok_is(&tk[0], "gats") || tok_is(&tk[0], "get") ||
+		 tok_is(&tk[0], "gets"))
+		ob_str(c, "ERROR\r\n"); /* no key, or no exptime */
 	else if (tok_is(&tk[0], "stats"))
 		cmd_stats(c, tk, nt);
 	else if (tok_is(&tk[0], "flush_all"))
 		cmd_flush(c, tk, nt);
 	else if (tok_is(&tk[0], "version")) /* as memcached 1.6: arguments are ignored */
 		ob_str(c, "VERSION " SLCACHE_PROTO_VERSION "\r\n");
-	else if (tok_is(&tk[0], "verbosity") && (nt == 2 || nt == 3))
-		reply(c, tok_is(&tk[nt - 1], "noreply"), "OK\r\n");
-	else if (tok_is(&tk[0], "quit") && nt == 1)
+	else if (tok_is(&tk[0], "verbosity"))
+		cmd_verbosity(c, tk, nt);
+	else if (tok_is(&tk[0], "cache_memlimit"))
+		cmd_memlimit(c, tk, nt);
+	else if (tok_is(&tk[0], "quit")) {
 		c->close_after = true;
-	else
+		c->state = CS_CLOSE;
+	} else
 		ob_str(c, "ERROR\r\n");
+}
+
+/* A line with no end yet: may it still grow?  memcached lets only get and
+ * gets lines pass 2 KiB. */
+static bool line_may_grow(const char *p, size_t avail)
+{
+	size_t sp = 0;
+
+	if (avail <= LINE_SHORT_MAX)
+		return true;
+	if (avail > GETLINE_MAX)
+		return false;
+	while (sp < avail && p[sp] == ' ')
+		sp++;
+	return sp <= 100 && (starts(p + sp, avail - sp, "get") || starts(p + sp, avail - sp, "gets"));
 }
 
 /* Runs every complete request in the read buffer; stops at a partial one,
@@ -588,6 +768,10 @@ void proto_input(struct conn *c)
 		char *p = c->rbuf + c->rstart;
 		size_t avail = c->rend - c->rstart;
 
+		if (c->state == CS_CLOSE) {
+			c->rstart = c->rend;
+			break;
+		}
 		if (c->state == CS_SWALLOW) {
 			size_t n = avail < c->swallow ? avail : (size_t)c->swallow;
 
@@ -596,30 +780,34 @@ void proto_input(struct conn *c)
 			if (c->swallow)
 				break;
 			c->state = CS_CMD;
-		} else if (c->state == CS_CLOSE) {
-			char *nl = memchr(p, '\n', avail);
-
-			if (!nl) {
-				c->rstart = c->rend;
-				break;
-			}
-			c->rstart += (size_t)(nl - p) + 1;
-			c->state = CS_CMD;
 		} else if (c->state == CS_DATA) {
 			if (avail < c->p.vlen + 2)
 				break;
 			c->state = CS_CMD;
 			c->rstart += c->p.vlen + 2;
-			complete_update(c, p);
+			if (c->p.meta)
+				meta_complete_set(c, p);
+			else
+				complete_update(c, p);
 		} else {
-			char *nl = memchr(p, '\n', avail);
+			char *nl;
 			size_t len;
 
+			if (avail == 0)
+				break;
+			if ((unsigned char)p[0] == 0x80) { /* the binary protocol */
+				logv("connection %d: binary protocol, not spoken here: closing", c->fd);
+				c->close_after = true;
+				c->state = CS_CLOSE;
+				continue;
+			}
+			nl = memchr(p, '\n', avail);
 			if (!nl) {
-				if (avail > LINE_MAX_BYTES) {
-					ob_str(c, "CLIENT_ERROR line too long\r\n");
-					c->rstart = c->rend;
+				if (!line_may_grow(p, avail)) {
+					logv("connection %d: line too long: closing", c->fd);
+					c->close_after = true;
 					c->state = CS_CLOSE;
+					continue;
 				}
 				break;
 			}
@@ -627,13 +815,9 @@ void proto_input(struct conn *c)
 			c->rstart += len + 1;
 			if (len > 0 && p[len - 1] == '\r')
 				len--;
-			if (len > LINE_MAX_BYTES)
-				ob_str(c, "CLIENT_ERROR line too long\r\n");
-			else
-				process_line(c, p, len);
+			process_line(c, p, len);
 		}
 	}
 	if (c->rstart == c->rend)
 		c->rstart = c->rend = 0;
 }
-

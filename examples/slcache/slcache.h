@@ -15,6 +15,7 @@
 #ifndef SLCACHE_H
 #define SLCACHE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,7 +45,7 @@ struct options {
 	unsigned max_conns;
 	size_t item_max;
 	unsigned max_tenants;
-	int verbose;
+	_Atomic int verbose;
 	struct tenant_opt tenants[TENANTS_MAX];
 	unsigned nr_tenants;
 };

@@ -335,6 +335,12 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 		else
 			val = a->delta > val ? 0 : val - a->delta;
 		len = snprintf(buf, sizeof(buf), "%" PRIu64, val);
+		/* As memcached, a number that got shorter keeps the item's length,
+		 * padded with spaces. */
+		if ((size_t)len < old.vlen && old.vlen < sizeof(buf)) {
+			memset(buf + len, ' ', old.vlen - (size_t)len);
+			len = (int)old.vlen;
+		}
 		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, buf, (size_t)len, &old.meta, LRU_IF_CAS, &out->cas);
 		if (err == 0) {
@@ -359,6 +365,10 @@ static void clear_tenant(struct lru_tenant *t, void *arg)
 void store_flush(int64_t when)
 {
 	int64_t at = when > 0 ? store_realtime(when) : 0;
+
+	/* An absolute time already past flushes nothing (memcached 1.6.18). */
+	if (when > REALTIME_MAXDELTA && when <= store_now())
+		return;
 
 	if (at > store_now()) {
 		atomic_store_explicit(&flush_at, at, memory_order_relaxed);
