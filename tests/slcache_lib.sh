@@ -100,8 +100,9 @@ slc_closed() {
 	local line rc=0
 	IFS= read -r -t 5 line <&"$1" || rc=$?
 	[ "$rc" -le 128 ] || slc_fail "expected the connection to be closed; still open after 5 s"
-	[ "$rc" -ne 0 ] && [ -z "$line" ] ||
+	if [ "$rc" -eq 0 ] || [ -n "$line" ]; then
 		slc_fail "expected the connection to be closed, got '${line%$'\r'}'"
+	fi
 }
 
 # slc_version_ok - a fresh connection answers "version".

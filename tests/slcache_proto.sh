@@ -24,6 +24,7 @@ SCRIPT=$HERE/slcache_proto.txt
 EXPECTED=$HERE/slcache_proto.expected
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/slcache-proto.XXXXXX")
 MC_PID=
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup_all() {
 	[ -z "$MC_PID" ] || kill -KILL "$MC_PID" 2>/dev/null || true
 	rm -rf "$WORK"
@@ -93,5 +94,23 @@ if ! diff -u "$EXPECTED" "$WORK/slcache.out"; then
 	echo "FAIL: slcache answers differently from memcached (- memcached, + slcache)" >&2
 	status=1
 fi
+
+# flush_all with an absolute unix time (more than 30 days' worth of seconds)
+# fires at that time: no static exchange can say "now + 2", so slcache alone.
+slc_start "$SLCACHE" -m 64 -t 2
+slc_open 3
+printf 'set fa 0 0 1\r\nx\r\nflush_all %d\r\nget fa\r\n' $(($(date +%s) + 2)) >&3
+slc_expect 3 'STORED'
+slc_expect 3 'OK'
+slc_expect 3 'VALUE fa 0 1'
+slc_expect 3 'x'
+slc_expect 3 'END'
+sleep 3
+printf 'get fa\r\n' >&3
+slc_expect 3 'END'
+slc_close 3
+slc_stop
+echo "flush_all with an absolute time fired"
+
 [ "$status" -ne 0 ] || echo "PASS: $(grep -c '^=== ' "$EXPECTED") exchanges answered as memcached 1.6.18 does"
 exit "$status"
