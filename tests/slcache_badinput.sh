@@ -21,13 +21,13 @@ run_all() {
 	local cmd
 	for cmd in 'foo' '' '   ' 'GET x' 'get' 'gets' 'set' 'set k 0 0' 'cas k 0 0 1' \
 		'incr' 'touch k' 'delete' 'delete a b c d e' 'flush_all a b c' 'stats nonsense' \
-		'verbosity' 'quit now'; do
+		'verbosity'; do
 		printf '%s\r\n' "$cmd" >&3
 		slc_expect 3 'ERROR'
 	done
-	for cmd in 'set k 0 0 abc' 'set k 0 0 -1' 'set k x 0 1' 'set k 0 y 1' 'set k 4294967296 0 1' \
+	for cmd in 'set k 0 0 abc' 'set k 0 0 -1' 'set k x 0 1' 'set k 0 y 1' 'set k 18446744073709551616 0 1' \
 		'set k 0 0 4294967296' 'set k 0 0 99999999999999999999999' 'cas k 0 0 1 x' \
-		'flush_all soon' "get $(printf 'k%.0s' $(seq 1 251))" "set $(printf 'k%.0s' $(seq 1 251)) 0 0 1"; do
+		"get $(printf 'k%.0s' $(seq 1 251))" "set $(printf 'k%.0s' $(seq 1 251)) 0 0 1"; do
 		printf '%s\r\n' "$cmd" >&3
 		slc_expect 3 'CLIENT_ERROR bad command line format*'
 	done
@@ -38,6 +38,8 @@ run_all() {
 	printf 'incr k -1\r\n' >&3
 	slc_expect 3 'CLIENT_ERROR invalid numeric delta argument'
 	printf 'touch k soon\r\n' >&3
+	slc_expect 3 'CLIENT_ERROR invalid exptime argument'
+	printf 'flush_all soon\r\n' >&3
 	slc_expect 3 'CLIENT_ERROR invalid exptime argument'
 	printf 'set n 0 0 2\r\nno\r\nincr n 1\r\n' >&3
 	slc_expect 3 'STORED'
@@ -55,8 +57,7 @@ run_all() {
 	slc_expect 3 'ERROR' # the "\r\n" left over is an empty command line
 	printf 'get k\r\n' >&3
 	slc_expect 3 'END'
-	printf 'set k 0 0 3 noreply\r\nabcXY\r\n' >&3 # errors are sent even with noreply
-	slc_expect 3 'CLIENT_ERROR bad data chunk'
+	printf 'set k 0 0 3 noreply\r\nabcXY\r\n' >&3 # noreply silences errors too (memcached)
 	slc_expect 3 'ERROR'
 	printf 'set k 0 0 3\r\nabc\r\nget k\r\n' >&3
 	slc_expect 3 'STORED'
@@ -77,14 +78,16 @@ run_all() {
 
 	echo "--- a line that never ends"
 	slc_open 3
-	head -c 200000 /dev/zero | tr '\0' 'a' >&3
-	slc_expect 3 'CLIENT_ERROR line too long'
-	printf '\r\nversion\r\n' >&3
-	slc_expect 3 'VERSION *'
+	head -c 200000 /dev/zero | tr '\0' 'a' >&3 2>/dev/null || true
+	slc_closed 3 # past 2 KiB, a line that is not a get is closed on, as memcached does
+	slc_close 3
+	slc_open 3
 
 	echo "--- binary protocol and junk"
 	printf '\x80\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\r\n' >&3
-	slc_expect 3 'ERROR'
+	slc_closed 3 # the binary protocol is not spoken: closed
+	slc_close 3
+	slc_open 3
 	printf '\x00\xff\x01get\x00k\r\n' >&3
 	slc_expect 3 'ERROR'
 	printf 'version\r\n' >&3

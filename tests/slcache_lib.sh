@@ -95,6 +95,16 @@ slc_expect() {
 	[[ $got == $2 ]] || slc_fail "expected '$2', got '$got'"
 }
 
+# slc_closed FD - the server closes FD without another answer line.
+slc_closed() {
+	local line rc=0
+	IFS= read -r -t 5 line <&"$1" || rc=$?
+	[ "$rc" -le 128 ] || slc_fail "expected the connection to be closed; still open after 5 s"
+	if [ "$rc" -eq 0 ] || [ -n "$line" ]; then
+		slc_fail "expected the connection to be closed, got '${line%$'\r'}'"
+	fi
+}
+
 # slc_version_ok - a fresh connection answers "version".
 slc_version_ok() {
 	slc_open 9

@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct lru_item {
 	struct lru_item *prev, *next; /* LRU list; prev is toward the head (newer)   */
 	struct lru_tenant *owner;
 	uint64_t hash;
+	struct lru_meta meta;
 	uint32_t keylen, vlen;
 	unsigned char data[];        /* the key, then the value                     */
 };
@@ -49,6 +51,7 @@ struct lru_tenant {
 	struct lru_tenant *prev_all, *next_all; /* the cache's tenants, under tenants_lock */
 	unsigned nr_children;                   /* under tenants_lock                      */
 	sl_group *group;                        /* NULL in shared mode                     */
+	void *data;                             /* from hooks.group_create                 */
 	char *name;
 
 	pthread_mutex_t own_lock;
@@ -62,6 +65,9 @@ struct lru_tenant {
 
 struct lru_cache {
 	sl_tree *tree;                  /* NULL in shared mode */
+	struct lru_hooks hooks;
+	void *hooks_ctx;
+	_Atomic uint64_t next_cas;
 	pthread_mutex_t tenants_lock;   /* the tenant list and child counts */
 	struct lru_tenant *tenants;
 
@@ -73,25 +79,52 @@ struct lru_cache {
 
 #define LRU_BUCKETS_MIN 16
 
+static struct lru_item *shared_make_room(struct lru_cache *c, uint64_t size);
+
 /* ---- allocation ---- */
 
 /*
- * Items are allocated and freed here and nowhere else, so that an adapter
- * can put each tenant's items in its own arena.  @t is the tenant the item
- * is charged to; item_free() gets NULL for the shared baseline's victims,
- * whose owner may be gone by the time they are freed.
+ * Items are allocated, charged, uncharged and freed here and nowhere else,
+ * so that a host can put each tenant's items in its own arena (the hooks'
+ * alloc and free, which charge the group themselves).  Else items come
+ * from malloc() and are charged with sl_charge(): item_alloc() may reclaim,
+ * so no lock may be held.  @t is the tenant the item is charged to;
+ * item_free() gets NULL for the shared baseline's victims, whose owner may
+ * be gone by the time they are freed (and which are never charged).
  */
 static struct lru_item *item_alloc(struct lru_tenant *t, uint64_t size)
 {
-	(void)t;
-	return malloc((size_t)size);
+	const struct lru_hooks *h = &t->cache->hooks;
+	struct lru_item *it;
+
+	if (h->alloc)
+		return h->alloc(t->cache->hooks_ctx, t, (size_t)size);
+	it = malloc((size_t)size);
+	if (it && t->group && sl_charge(t->group, size, 0) != 0) {
+		free(it);
+		it = NULL;
+	}
+	return it;
 }
 
 static void item_free(struct lru_tenant *t, struct lru_item *it, uint64_t size)
 {
-	(void)t;
-	(void)size;
+	if (t && t->cache->hooks.free) {
+		t->cache->hooks.free(t->cache->hooks_ctx, t, it);
+		return;
+	}
 	free(it);
+	if (t && t->group)
+		sl_uncharge(t->group, size);
+}
+
+/* What freeing @it gives back to its tenant's group. */
+static uint64_t item_charged(const struct lru_tenant *t, const struct lru_item *it,
+			     uint64_t size)
+{
+	if (t->cache->hooks.charged)
+		return t->cache->hooks.charged(t->cache->hooks_ctx, it, (size_t)size);
+	return size;
 }
 
 /* ---- items, hash tables and LRU lists (callers hold the tenant's lock) ---- */
@@ -232,13 +265,40 @@ static void items_release(struct lru_tenant *t, struct lru_item *chain)
 	struct lru_item *it, *next;
 
 	for (it = chain; it; it = next) {
-		uint64_t size = item_size(it);
-
 		next = it->hnext;
-		if (t && t->group)
-			sl_uncharge(t->group, size);
-		item_free(t, it, size);
+		item_free(t, it, item_size(it));
 	}
+}
+
+static bool item_live(const struct lru_tenant *t, const struct lru_item *it)
+{
+	const struct lru_cache *c = t->cache;
+
+	return !c->hooks.live || c->hooks.live(c->hooks_ctx, &it->meta);
+}
+
+/* The link of the live item under @key, or of its chain's end.  A dead
+ * item met there is unlinked and pushed on *@dead, for items_release(). */
+static struct lru_item **find_live(struct lru_tenant *t, uint64_t hash, const void *key,
+				   size_t keylen, struct lru_item **dead)
+{
+	struct lru_item **pp = table_find(t, hash, key, keylen);
+
+	if (*pp && !item_live(t, *pp)) {
+		struct lru_item *it = *pp;
+
+		item_unlink(it, pp);
+		it->hnext = *dead;
+		*dead = it;
+	}
+	return pp;
+}
+
+/* Frees what find_live() or a flush took out: the owner's in accounted
+ * mode; in shared mode nothing is charged, so no owner is needed. */
+static void dead_release(struct lru_tenant *t, struct lru_item *dead)
+{
+	items_release(t->group ? t : NULL, dead);
 }
 
 /* ---- reclaim: the one callback softlimit calls ---- */
@@ -249,24 +309,30 @@ static void items_release(struct lru_tenant *t, struct lru_item *chain)
  * under the lock and uncharged after it, but before returning: softlimit
  * believes the return value only as far as usage really fell.
  */
-static uint64_t tenant_reclaim(sl_group *g, uint64_t target, void *ctx)
+uint64_t lru_tenant_evict(struct lru_tenant *t, uint64_t target)
 {
-	struct lru_tenant *t = ctx;
 	struct lru_item *victims = NULL, *it;
 	uint64_t freed = 0;
 
-	(void)g;
+	if (!t)
+		return 0;
 	pthread_mutex_lock(t->lock);
 	while (freed < target && (it = t->lru->tail) != NULL) {
 		item_unlink(it, NULL);
 		t->st.evictions++;
-		freed += item_size(it);
+		freed += item_charged(t, it, item_size(it));
 		it->hnext = victims;
 		victims = it;
 	}
 	pthread_mutex_unlock(t->lock);
 	items_release(t, victims);
 	return freed;
+}
+
+static uint64_t tenant_reclaim(sl_group *g, uint64_t target, void *ctx)
+{
+	(void)g;
+	return lru_tenant_evict(ctx, target);
 }
 
 /* ---- caches ---- */
@@ -322,7 +388,9 @@ static void tenant_free(struct lru_tenant *t)
 	free(t);
 }
 
-/* Frees every item of @t without uncharging: the tree goes with the cache. */
+/* Frees every item of @t (uncharging them: the group may outlive the
+ * cache's tenants by an instant, and an arena must be empty to go), then
+ * what hooks.group_create made. */
 static void tenant_free_items(struct lru_tenant *t)
 {
 	size_t i;
@@ -332,9 +400,11 @@ static void tenant_free_items(struct lru_tenant *t)
 
 		for (; it; it = next) {
 			next = it->hnext;
-			item_free(t, it, item_size(it));
+			item_free(t->group ? t : NULL, it, item_size(it));
 		}
 	}
+	if (t->group && t->cache->hooks.group_destroy)
+		t->cache->hooks.group_destroy(t->cache->hooks_ctx, t, t->data);
 }
 
 void lru_cache_destroy(struct lru_cache *c)
@@ -352,6 +422,38 @@ void lru_cache_destroy(struct lru_cache *c)
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->tenants_lock);
 	free(c);
+}
+
+int lru_cache_set_hooks(struct lru_cache *c, const struct lru_hooks *hooks, void *ctx)
+{
+	int err = 0;
+
+	if (!c || !hooks || !hooks->alloc != !hooks->free ||
+	    (!c->tree && (hooks->alloc || hooks->group_create || hooks->charged)))
+		return -EINVAL;
+	pthread_mutex_lock(&c->tenants_lock);
+	if (c->tenants) {
+		err = -EBUSY;
+	} else {
+		c->hooks = *hooks;
+		c->hooks_ctx = ctx;
+	}
+	pthread_mutex_unlock(&c->tenants_lock);
+	return err;
+}
+
+int lru_cache_set_capacity(struct lru_cache *c, uint64_t capacity)
+{
+	struct lru_item *victims;
+
+	if (!c || !capacity || c->tree)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	c->capacity = capacity;
+	victims = shared_make_room(c, 0);
+	pthread_mutex_unlock(&c->lock);
+	items_release(NULL, victims);
+	return 0;
 }
 
 sl_tree *lru_cache_tree(struct lru_cache *c)
@@ -406,7 +508,11 @@ int lru_tenant_create(struct lru_cache *c, struct lru_tenant *parent, const char
 	if (c->tree) {
 		sl_group *pg = parent ? parent->group : sl_tree_root(c->tree);
 
-		err = sl_group_create(pg, name, lim, &ops, t, &t->group);
+		if (c->hooks.group_create)
+			err = c->hooks.group_create(c->hooks_ctx, t, pg, name, lim, &t->data,
+						    &t->group);
+		else
+			err = sl_group_create(pg, name, lim, &ops, t, &t->group);
 	}
 	pthread_mutex_lock(&c->tenants_lock);
 	if (!err && !c->tree)
@@ -428,22 +534,13 @@ int lru_tenant_create(struct lru_cache *c, struct lru_tenant *parent, const char
 	return 0;
 }
 
-int lru_tenant_destroy(struct lru_tenant *t)
+void lru_tenant_clear(struct lru_tenant *t)
 {
-	struct lru_cache *c;
 	struct lru_item *chain = NULL;
 	size_t i;
-	int err;
 
 	if (!t)
-		return -EINVAL;
-	c = t->cache;
-	pthread_mutex_lock(&c->tenants_lock);
-	err = t->nr_children ? -EBUSY : 0;
-	pthread_mutex_unlock(&c->tenants_lock);
-	if (err)
-		return err;
-
+		return;
 	pthread_mutex_lock(t->lock);
 	for (i = 0; i < t->nbuckets; i++) {
 		while (t->buckets[i]) {
@@ -455,12 +552,32 @@ int lru_tenant_destroy(struct lru_tenant *t)
 		}
 	}
 	pthread_mutex_unlock(t->lock);
-	items_release(t, chain);
+	dead_release(t, chain);
+}
+
+int lru_tenant_destroy(struct lru_tenant *t)
+{
+	struct lru_cache *c;
+	int err;
+
+	if (!t)
+		return -EINVAL;
+	c = t->cache;
+	pthread_mutex_lock(&c->tenants_lock);
+	err = t->nr_children ? -EBUSY : 0;
+	pthread_mutex_unlock(&c->tenants_lock);
+	if (err)
+		return err;
+
+	lru_tenant_clear(t);
 
 	/* Once the group is gone no reclaim can be inside our callback (the
 	 * library destroys a group only between reclaims), so t may go too. */
 	if (t->group) {
-		err = sl_group_destroy(t->group);
+		if (c->hooks.group_destroy)
+			err = c->hooks.group_destroy(c->hooks_ctx, t, t->data);
+		else
+			err = sl_group_destroy(t->group);
 		if (err)
 			return err;
 	}
@@ -481,6 +598,11 @@ int lru_tenant_destroy(struct lru_tenant *t)
 sl_group *lru_tenant_group(struct lru_tenant *t)
 {
 	return t ? t->group : NULL;
+}
+
+void *lru_tenant_data(struct lru_tenant *t)
+{
+	return t ? t->data : NULL;
 }
 
 const char *lru_tenant_name(struct lru_tenant *t)
@@ -520,54 +642,74 @@ static struct lru_item *shared_make_room(struct lru_cache *c, uint64_t size)
 	return victims;
 }
 
-int lru_set(struct lru_tenant *t, const void *key, size_t keylen, const void *value, size_t vlen)
+int lru_store(struct lru_tenant *t, const void *key, size_t keylen, const void *value,
+	      size_t vlen, const struct lru_meta *meta, enum lru_cond cond, uint64_t *cas)
 {
-	struct lru_item *it, **pp, *old = NULL, *victims = NULL;
+	struct lru_item *it, **pp, *old = NULL, *victims = NULL, *dead = NULL;
 	uint64_t size;
 	int err = 0;
 
-	if (!t || !key_ok(key, keylen) || (!value && vlen) || vlen > LRU_VALUE_MAX)
+	if (!t || !key_ok(key, keylen) || (!value && vlen) || vlen > LRU_VALUE_MAX ||
+	    (unsigned)cond > LRU_IF_CAS || (cond == LRU_IF_CAS && !meta))
 		return -EINVAL;
 	size = lru_item_size(keylen, vlen);
 	if (!t->group && size > t->cache->capacity)
 		err = -ENOMEM;
-	it = err ? NULL : item_alloc(t, size);
-	if (!it)
-		err = -ENOMEM;
 	/* No lock held: this may reclaim, and reclaim may lock t. */
-	if (!err && t->group)
-		err = sl_charge(t->group, size, 0);
-	if (err) {
+	it = err ? NULL : item_alloc(t, size);
+	if (!it) {
 		pthread_mutex_lock(t->lock);
 		t->st.set_fails++;
 		pthread_mutex_unlock(t->lock);
-		if (it)
-			item_free(t, it, size);
-		return err;
+		return -ENOMEM;
 	}
 
 	it->owner = t;
 	it->hash = hash_key(key, keylen);
 	it->keylen = (uint32_t)keylen;
 	it->vlen = (uint32_t)vlen;
+	if (meta)
+		it->meta = *meta;
+	else
+		memset(&it->meta, 0, sizeof(it->meta));
 	memcpy(it->data, key, keylen);
 	if (vlen)
 		memcpy(it->data + keylen, value, vlen);
 
 	pthread_mutex_lock(t->lock);
-	pp = table_find(t, it->hash, key, keylen);
-	if (*pp) {
-		old = *pp;
-		item_unlink(old, pp);
+	pp = find_live(t, it->hash, key, keylen, &dead);
+	old = *pp;
+	if (cond == LRU_IF_ABSENT && old) {
+		lru_unlink(t->lru, old);
+		lru_push_front(t->lru, old);
+		err = -EEXIST;
+	} else if ((cond == LRU_IF_PRESENT || cond == LRU_IF_CAS) && !old) {
+		err = -ENOENT;
+	} else if (cond == LRU_IF_CAS && old->meta.cas != meta->cas) {
+		err = -EEXIST;
 	}
-	if (!t->group)
-		victims = shared_make_room(t->cache, size);
-	item_link(t, it);
-	t->st.sets++;
+	if (!err) {
+		if (old)
+			item_unlink(old, pp);
+		if (!t->group)
+			victims = shared_make_room(t->cache, size);
+		/* Relaxed: a unique number is all it is; the lock orders the item. */
+		it->meta.cas = atomic_fetch_add_explicit(&t->cache->next_cas, 1,
+							 memory_order_relaxed) + 1;
+		if (cas)
+			*cas = it->meta.cas;
+		item_link(t, it);
+		t->st.sets++;
+	}
 	pthread_mutex_unlock(t->lock);
 
+	dead_release(t, dead);
+	if (err) {
+		item_free(t, it, size);
+		return err;
+	}
 	if (old)
-		items_release(t, old);
+		dead_release(t, old);
 	items_release(NULL, victims);
 	/* The safe point for high: out of every lock, on the way out. */
 	if (t->group && sl_high_pending())
@@ -575,46 +717,90 @@ int lru_set(struct lru_tenant *t, const void *key, size_t keylen, const void *va
 	return 0;
 }
 
-int lru_get(struct lru_tenant *t, const void *key, size_t keylen, void *buf, size_t size,
-	    size_t *vlen)
+int lru_set(struct lru_tenant *t, const void *key, size_t keylen, const void *value, size_t vlen)
 {
-	struct lru_item *it;
+	return lru_store(t, key, keylen, value, vlen, NULL, LRU_ALWAYS, NULL);
+}
+
+int lru_visit(struct lru_tenant *t, const void *key, size_t keylen, unsigned flags,
+	      lru_visit_fn fn, void *arg)
+{
+	struct lru_item *it, *dead = NULL;
 	int err = 0;
 
-	if (!t || !key_ok(key, keylen) || (!buf && size))
+	if (!t || !key_ok(key, keylen) || !fn)
 		return -EINVAL;
 	pthread_mutex_lock(t->lock);
-	it = *table_find(t, hash_key(key, keylen), key, keylen);
+	it = *find_live(t, hash_key(key, keylen), key, keylen, &dead);
 	if (it) {
+		uint64_t cas = it->meta.cas;
+
 		lru_unlink(t->lru, it);
 		lru_push_front(t->lru, it);
-		if (size)
-			memcpy(buf, it->data + it->keylen, size < it->vlen ? size : it->vlen);
-		if (vlen)
-			*vlen = it->vlen;
-		t->st.hits++;
+		fn(arg, &it->meta, it->data + it->keylen, it->vlen);
+		it->meta.cas = cas;
+		if (!(flags & LRU_VISIT_NOSTATS))
+			t->st.hits++;
 	} else {
-		t->st.misses++;
+		if (!(flags & LRU_VISIT_NOSTATS))
+			t->st.misses++;
 		err = -ENOENT;
 	}
 	pthread_mutex_unlock(t->lock);
+	dead_release(t, dead);
+	return err;
+}
+
+struct get_copy {
+	void *buf;
+	size_t size, *vlen;
+};
+
+static void get_copy(void *arg, struct lru_meta *meta, const void *value, size_t vlen)
+{
+	struct get_copy *g = arg;
+
+	(void)meta;
+	if (g->size)
+		memcpy(g->buf, value, g->size < vlen ? g->size : vlen);
+	if (g->vlen)
+		*g->vlen = vlen;
+}
+
+int lru_get(struct lru_tenant *t, const void *key, size_t keylen, void *buf, size_t size,
+	    size_t *vlen)
+{
+	struct get_copy g = { buf, size, vlen };
+
+	if (!buf && size)
+		return -EINVAL;
+	return lru_visit(t, key, keylen, 0, get_copy, &g);
+}
+
+int lru_delete_cas(struct lru_tenant *t, const void *key, size_t keylen, uint64_t cas)
+{
+	struct lru_item **pp, *it, *dead = NULL;
+	int err = 0;
+
+	if (!t || !key_ok(key, keylen))
+		return -EINVAL;
+	pthread_mutex_lock(t->lock);
+	pp = find_live(t, hash_key(key, keylen), key, keylen, &dead);
+	it = *pp;
+	if (!it)
+		err = -ENOENT;
+	else if (cas && it->meta.cas != cas)
+		err = -EEXIST;
+	else
+		item_unlink(it, pp);
+	pthread_mutex_unlock(t->lock);
+	dead_release(t, dead);
+	if (!err)
+		dead_release(t, it);
 	return err;
 }
 
 int lru_delete(struct lru_tenant *t, const void *key, size_t keylen)
 {
-	struct lru_item **pp, *it;
-
-	if (!t || !key_ok(key, keylen))
-		return -EINVAL;
-	pthread_mutex_lock(t->lock);
-	pp = table_find(t, hash_key(key, keylen), key, keylen);
-	it = *pp;
-	if (it)
-		item_unlink(it, pp);
-	pthread_mutex_unlock(t->lock);
-	if (!it)
-		return -ENOENT;
-	items_release(t, it);
-	return 0;
+	return lru_delete_cas(t, key, keylen, 0);
 }

@@ -8,7 +8,8 @@
  * pass some max, softlimit picks the victims by the tree's policy and calls
  * the victim tenant's reclaim callback, which evicts that tenant's least
  * recently used items and uncharges them.  So the cache never decides who
- * gives memory back: the soft limits do.
+ * gives memory back: the soft limits do.  (An item's header is 80 bytes,
+ * so a 4000-byte value with a short key still fits a 4 KiB size class.)
  *
  * For comparison, lru_cache_create_shared() builds the same cache without
  * accounting: one global LRU list over every tenant and a fixed capacity,
@@ -25,6 +26,7 @@
 #ifndef LRU_CACHE_H
 #define LRU_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +52,50 @@ struct lru_stats {
 	uint64_t sets;      /* lru_set() calls that stored their item                 */
 	uint64_t set_fails; /* lru_set() calls that failed with -ENOMEM               */
 	uint64_t evictions; /* items evicted (by reclaim, or by the shared LRU)       */
+};
+
+/**
+ * struct lru_meta - what an item carries besides its key and value, for
+ * hosts that need more than a plain cache (a memcached-style server keeps
+ * its flags, expiry time and CAS unique here).  The cache reads only @cas
+ * (and hands the rest to lru_hooks.live); the other fields are the host's.
+ */
+struct lru_meta {
+	uint64_t cas;     /* the cache's: a new unique value at every store, never 0 */
+	uint32_t exptime; /* the host's (e.g. expiry, unix seconds, 0 = never)       */
+	uint32_t stored;  /* the host's (e.g. when the item was stored)              */
+	uint32_t atime;   /* the host's (e.g. when it was last read)                 */
+	uint32_t flags;   /* the host's (e.g. memcached's client flags)              */
+	uint32_t bits;    /* the host's (e.g. "fetched")                             */
+};
+
+/**
+ * struct lru_hooks - optional host hooks, set with lru_cache_set_hooks().
+ * Every member may be NULL.
+ *
+ * @live:   false when an item is dead for the host (expired, flushed): the
+ *          cache then treats it as absent and frees it when it meets it.
+ *          Called under the tenant's lock: read @m, nothing else.
+ * @group_create: create tenant @t's group below @parent with @name and
+ *          @lim, whose reclaim ends in lru_tenant_evict(@t, ...), and store
+ *          what the host needs for @t in *@data (lru_tenant_data()).  NULL:
+ *          sl_group_create() with the cache's own reclaim callback.
+ * @group_destroy: undo @group_create once @t holds no item; 0 or -errno.
+ * @alloc, @free: item memory of @t, @alloc charging @t's group itself (an
+ *          arena bound to the group); NULL: malloc() and sl_charge().  Both
+ *          or neither.  @alloc may reclaim: it is called with no lock held.
+ * @charged: what freeing item @p of @size bytes gives back to the group
+ *          (its usable size in an arena); NULL: @size.
+ * Accounted caches only: a shared cache uses @live and nothing else.
+ */
+struct lru_hooks {
+	bool (*live)(void *ctx, const struct lru_meta *m);
+	int (*group_create)(void *ctx, struct lru_tenant *t, sl_group *parent, const char *name,
+			    const struct sl_limits *lim, void **data, sl_group **group);
+	int (*group_destroy)(void *ctx, struct lru_tenant *t, void *data);
+	void *(*alloc)(void *ctx, struct lru_tenant *t, size_t size);
+	void (*free)(void *ctx, struct lru_tenant *t, void *p);
+	uint64_t (*charged)(void *ctx, const void *p, size_t size);
 };
 
 /**
@@ -80,6 +126,20 @@ int lru_cache_create_shared(uint64_t capacity, struct lru_cache **out);
  * NULL is ignored.  No other call may use the cache concurrently or after.
  */
 void lru_cache_destroy(struct lru_cache *c);
+
+/**
+ * lru_cache_set_hooks() - install @hooks (copied) with @ctx, passed back to
+ * each.  Errors: -EINVAL for a NULL @c or @hooks, or only one of alloc and
+ * free; -EBUSY once the cache has a tenant.
+ */
+int lru_cache_set_hooks(struct lru_cache *c, const struct lru_hooks *hooks, void *ctx);
+
+/**
+ * lru_cache_set_capacity() - a shared cache's new capacity in bytes,
+ * evicting down to it at once.  Errors: -EINVAL for NULL @c, a zero
+ * @capacity or an accounted cache (change the root's max there).
+ */
+int lru_cache_set_capacity(struct lru_cache *c, uint64_t capacity);
 
 /**
  * lru_cache_tree() - the softlimit tree behind @c (NULL in shared mode):
@@ -121,6 +181,24 @@ sl_group *lru_tenant_group(struct lru_tenant *t);
 /** lru_tenant_name() - @t's name, valid while @t lives (NULL for a NULL @t). */
 const char *lru_tenant_name(struct lru_tenant *t);
 
+/** lru_tenant_data() - what lru_hooks.group_create stored for @t (NULL if none). */
+void *lru_tenant_data(struct lru_tenant *t);
+
+/**
+ * lru_tenant_evict() - evict @t's least recently used items until they
+ * give back at least @target bytes or @t is empty; returns the bytes given
+ * back.  This is @t's reclaim callback; hosts whose reclaim goes through an
+ * arena (lru_hooks.group_create) end theirs here.  Takes @t's lock:
+ * thread-safe, but not to be called holding a tenant lock.
+ */
+uint64_t lru_tenant_evict(struct lru_tenant *t, uint64_t target);
+
+/**
+ * lru_tenant_clear() - drop every item of @t (not counted as evictions).
+ * NULL is ignored.  Thread-safe.
+ */
+void lru_tenant_clear(struct lru_tenant *t);
+
 /**
  * lru_item_size() - the bytes an item with these key and value lengths is
  * charged: its header plus the key plus the value.
@@ -146,6 +224,44 @@ uint64_t lru_item_size(size_t keylen, size_t vlen);
  */
 int lru_set(struct lru_tenant *t, const void *key, size_t keylen, const void *value, size_t vlen);
 
+/** Conditions for lru_store(). */
+enum lru_cond {
+	LRU_ALWAYS,     /* store, replacing any older value                         */
+	LRU_IF_ABSENT,  /* only if no live item has @key: else -EEXIST (and the
+	                 * existing item moves to the front, as memcached's add)   */
+	LRU_IF_PRESENT, /* only if a live item has @key: else -ENOENT               */
+	LRU_IF_CAS,     /* only if the live item's cas is @meta->cas: -ENOENT when
+	                 * there is none, -EEXIST when its cas differs              */
+};
+
+/**
+ * lru_store() - lru_set() with metadata and a condition.
+ * @meta: the new item's host fields (NULL: all 0); with LRU_IF_CAS,
+ *        @meta->cas is the cas expected.
+ * @cas:  if not NULL, receives the stored item's new cas.
+ *
+ * The item is allocated and charged before the condition is checked under
+ * @t's lock (the check cannot wait for reclaim); when the condition fails,
+ * it is uncharged and freed and nothing changed.  Returns 0, -EEXIST or
+ * -ENOENT as @cond says, or what lru_set() returns.  Thread-safe.
+ */
+int lru_store(struct lru_tenant *t, const void *key, size_t keylen, const void *value,
+	      size_t vlen, const struct lru_meta *meta, enum lru_cond cond, uint64_t *cas);
+
+/** Flags of lru_visit(). */
+enum { LRU_VISIT_NOSTATS = 1u << 0 }; /* count neither a hit nor a miss */
+
+/**
+ * lru_visit() - call @fn on the live item under @key, under @t's lock, and
+ * move it to the front of the LRU.  @fn may change the host's fields of
+ * @meta (not its cas); it must copy what it keeps, and neither block nor
+ * call into the cache.  Counts a hit or a miss unless LRU_VISIT_NOSTATS.
+ * Returns 0, -ENOENT when there is no live item, -EINVAL as lru_get().
+ */
+typedef void (*lru_visit_fn)(void *arg, struct lru_meta *meta, const void *value, size_t vlen);
+int lru_visit(struct lru_tenant *t, const void *key, size_t keylen, unsigned flags,
+	      lru_visit_fn fn, void *arg);
+
 /**
  * lru_get() - look @key up in @t; a hit moves the item to the front of the LRU.
  * @buf, @size: receive the first min(@size, value length) bytes of the value
@@ -166,6 +282,13 @@ int lru_get(struct lru_tenant *t, const void *key, size_t keylen, void *buf, siz
  * Returns 0, -ENOENT when it is not there, -EINVAL as lru_get().  Thread-safe.
  */
 int lru_delete(struct lru_tenant *t, const void *key, size_t keylen);
+
+/**
+ * lru_delete_cas() - lru_delete() only if the live item's cas is @cas
+ * (0: whatever it is).  Returns 0, -ENOENT, -EEXIST when the cas differs,
+ * -EINVAL.  Thread-safe.
+ */
+int lru_delete_cas(struct lru_tenant *t, const void *key, size_t keylen, uint64_t cas);
 
 /**
  * lru_tenant_stats() - copy @t's counters (its own items only, not its

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.h: a client connection, between net.c (sockets, buffers, threads)
+ * and protocol.c (what the bytes mean).  A connection belongs to one worker
+ * thread for its whole life: nothing in it is shared.
+ */
+#ifndef SLCACHE_CONN_H
+#define SLCACHE_CONN_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage.h"
+
+/* Per-worker counters: written by their worker only, read by stats. */
+#define WSTATS(X) \
+	X(cmd_get) X(cmd_set) X(cmd_flush) X(cmd_touch) X(get_hits) X(get_misses) \
+	X(get_expired) X(get_flushed) X(delete_hits) X(delete_misses) X(incr_hits) \
+	X(incr_misses) X(decr_hits) X(decr_misses) X(cas_hits) X(cas_misses) X(cas_badval) \
+	X(touch_hits) X(touch_misses) X(bytes_read) X(bytes_written) X(total_items) \
+	X(oom_errors) X(meta_cmds)
+
+#define WSTATS_FIELD(name) _Atomic uint64_t name;
+struct wstats {
+	WSTATS(WSTATS_FIELD)
+};
+#undef WSTATS_FIELD
+
+/* Only the owning worker writes: a relaxed load and store, no RMW. */
+#define STAT_ADD(st, field, n) \
+	atomic_store_explicit(&(st)->field, \
+			      atomic_load_explicit(&(st)->field, memory_order_relaxed) + (n), \
+			      memory_order_relaxed)
+#define BUMP(c, field) STAT_ADD((c)->st, field, 1)
+
+enum cstate { CS_CMD, CS_DATA, CS_SWALLOW, CS_CLOSE };
+
+/* A storage command (classic or ms) waiting for its data block. */
+struct pending {
+	enum store_mode mode;
+	char key[STORE_KEY_MAX + 1];
+	size_t keylen;
+	uint32_t flags;
+	int64_t exptime;
+	size_t vlen;
+	uint64_t cas;
+	bool noreply;
+	bool meta;           /* an ms: answer with meta codes                  */
+	bool mquiet;         /* ms q: no HD                                    */
+	bool mret_cas;       /* ms c: return the cas                           */
+	bool minvalid;       /* ms I: (accepted, no stale items here)          */
+	char mret[320];      /* ms's k, O and b return flags, " "-prefixed     */
+	size_t mret_len;
+};
+
+struct worker;
+
+struct conn {
+	int fd;
+	struct worker *w;
+	struct wstats *st;
+	struct conn *prev, *next;
+	char *rbuf;
+	size_t rcap, rstart, rend;
+	char *wbuf;
+	size_t wcap, wstart, wend;
+	enum cstate state;
+	uint64_t swallow;
+	bool close_after; /* quit, or a fatal error: close once the output is out */
+	bool noreply;     /* the command being answered said noreply            */
+	uint32_t events;  /* what epoll watches now */
+	struct pending p;
+};
+
+/* ---- net.c: the output buffer ---- */
+
+/** Room for @n more bytes at c->wbuf + c->wend; false (and the connection
+ * is closed after its output) when memory runs out. */
+bool ob_reserve(struct conn *c, size_t n);
+void ob_put(struct conn *c, const void *p, size_t n);
+void ob_str(struct conn *c, const char *s);
+void ob_printf(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- net.c: server-wide figures for stats ---- */
+
+struct net_stats {
+	uint64_t curr_conns, total_conns, rejected_conns;
+	struct wstats sum; /* over every worker */
+};
+void net_stats(struct net_stats *out);
+
+/* ---- protocol.c ---- */
+
+/** Runs every complete request in c's read buffer. */
+void proto_input(struct conn *c);
+
+/** How many bytes the read buffer must be able to take next. */
+size_t proto_read_need(const struct conn *c);
+
+#endif /* SLCACHE_CONN_H */

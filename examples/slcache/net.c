@@ -1,0 +1,493 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * net.c: slcache's networking.  The main thread accepts and hands
+ * connections round-robin to -t worker threads, each with its own
+ * level-triggered epoll; sockets are non-blocking with per-connection read
+ * and write buffers, so partial reads and writes and pipelined requests
+ * just work.  SIGINT and SIGTERM, read from a signalfd, stop the server:
+ * workers close their connections and exit, then net_run() returns.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "net.h"
+#include "slcache.h"
+#include "tenants.h"
+
+#define RBUF_MIN (16 * 1024)
+#define RBUF_BIG (1024 * 1024)        /* give a buffer this big back when idle */
+#define WBUF_HIGH (4 * 1024 * 1024)   /* stop reading while more is unsent     */
+
+struct worker {
+	pthread_t th;
+	int epfd;
+	int evfd;
+	_Atomic int stop;
+	pthread_mutex_t qlock;
+	int *queue;
+	size_t qlen, qcap;
+	struct conn *conns;
+	struct wstats st;
+};
+
+static struct worker *workers;
+static _Atomic uint64_t curr_conns, total_conns, rejected_conns;
+
+void net_stats(struct net_stats *out)
+{
+	unsigned i;
+
+	memset(out, 0, sizeof(*out));
+	out->curr_conns = atomic_load(&curr_conns);
+	out->total_conns = atomic_load(&total_conns);
+	out->rejected_conns = atomic_load(&rejected_conns);
+	for (i = 0; workers && i < opt.threads; i++) {
+#define SUM_FIELD(name) \
+	STAT_ADD(&out->sum, name, atomic_load_explicit(&workers[i].st.name, memory_order_relaxed));
+		WSTATS(SUM_FIELD)
+#undef SUM_FIELD
+	}
+}
+
+/* ---- the output buffer ---- */
+
+bool ob_reserve(struct conn *c, size_t n)
+{
+	size_t cap;
+	char *nb;
+
+	if (c->wcap - c->wend >= n)
+		return true;
+	if (c->wstart > 0) {
+		memmove(c->wbuf, c->wbuf + c->wstart, c->wend - c->wstart);
+		c->wend -= c->wstart;
+		c->wstart = 0;
+		if (c->wcap - c->wend >= n)
+			return true;
+	}
+	for (cap = c->wcap ? c->wcap : 4096; cap - c->wend < n; cap *= 2)
+		;
+	nb = realloc(c->wbuf, cap);
+	if (!nb) {
+		c->close_after = true;
+		return false;
+	}
+	c->wbuf = nb;
+	c->wcap = cap;
+	return true;
+}
+
+void ob_put(struct conn *c, const void *p, size_t n)
+{
+	if (ob_reserve(c, n)) {
+		memcpy(c->wbuf + c->wend, p, n);
+		c->wend += n;
+	}
+}
+
+void ob_str(struct conn *c, const char *s)
+{
+	ob_put(c, s, strlen(s));
+}
+
+void ob_printf(struct conn *c, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		ob_put(c, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+/* ---- connections ---- */
+
+
+static void conn_close(struct conn *c)
+{
+	struct worker *w = c->w;
+
+	logv("connection %d closed", c->fd);
+	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c->rbuf);
+	free(c->wbuf);
+	free(c);
+	atomic_fetch_sub(&curr_conns, 1);
+}
+
+static void conn_watch(struct conn *c, uint32_t ev)
+{
+	if (ev != c->events) {
+		struct epoll_event e = { .events = ev, .data.ptr = c };
+
+		epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &e);
+		c->events = ev;
+	}
+}
+
+/* Sends what it can; false when the connection is dead. */
+static bool conn_flush(struct conn *c)
+{
+	while (c->wstart < c->wend) {
+		ssize_t n = send(c->fd, c->wbuf + c->wstart, c->wend - c->wstart, MSG_NOSIGNAL);
+
+		if (n > 0) {
+			c->wstart += (size_t)n;
+			STAT_ADD(c->st, bytes_written, (uint64_t)n);
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			break;
+		} else {
+			return false;
+		}
+	}
+	if (c->wstart == c->wend) {
+		c->wstart = c->wend = 0;
+		if (c->wcap > RBUF_BIG) { /* give a big response's buffer back */
+			free(c->wbuf);
+			c->wbuf = NULL;
+			c->wcap = 0;
+		}
+	}
+	return true;
+}
+
+/* Makes room to read: the whole data block of a pending storage command
+ * must fit, or at least RBUF_MIN bytes. */
+static bool rbuf_room(struct conn *c)
+{
+	size_t need = proto_read_need(c), used = c->rend - c->rstart, cap;
+	char *nb;
+
+	if (c->rcap - c->rend >= need)
+		return true;
+	if (c->rstart > 0) {
+		memmove(c->rbuf, c->rbuf + c->rstart, used);
+		c->rend = used;
+		c->rstart = 0;
+		if (c->rcap - c->rend >= need)
+			return true;
+	}
+	for (cap = c->rcap ? c->rcap : RBUF_MIN; cap - c->rend < need; cap *= 2)
+		;
+	nb = realloc(c->rbuf, cap);
+	if (!nb)
+		return false;
+	c->rbuf = nb;
+	c->rcap = cap;
+	return true;
+}
+
+static void conn_event(struct conn *c, uint32_t ev)
+{
+	bool ok = true;
+
+	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+		if (!rbuf_room(c)) {
+			ok = false;
+		} else {
+			ssize_t n = recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, 0);
+
+			if (n > 0) {
+				c->rend += (size_t)n;
+				STAT_ADD(c->st, bytes_read, (uint64_t)n);
+			} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+				ok = false;
+			}
+		}
+	}
+	/* Run what was read; when output drains below the mark, go on with
+	 * requests already read (pipelined behind a big answer). */
+	while (ok) {
+		size_t left = c->rend - c->rstart;
+
+		proto_input(c);
+		ok = conn_flush(c);
+		if (c->close_after || c->rend == c->rstart || c->rend - c->rstart == left ||
+		    c->wend - c->wstart >= WBUF_HIGH)
+			break;
+	}
+	/* A big request's buffer is given back once it is done. */
+	if (ok && c->rstart == c->rend && c->rcap > RBUF_BIG) {
+		free(c->rbuf);
+		c->rbuf = NULL;
+		c->rcap = c->rstart = c->rend = 0;
+	}
+	if (!ok || (c->close_after && c->wstart == c->wend)) {
+		conn_close(c);
+		return;
+	}
+	if (c->wstart < c->wend)
+		conn_watch(c, c->wend - c->wstart >= WBUF_HIGH || c->close_after ? EPOLLOUT
+										  : EPOLLIN | EPOLLOUT);
+	else
+		conn_watch(c, EPOLLIN);
+}
+
+static void worker_adopt(struct worker *w, int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	struct epoll_event e = { .events = EPOLLIN };
+
+	if (!c) {
+		close(fd);
+		atomic_fetch_sub(&curr_conns, 1);
+		return;
+	}
+	c->fd = fd;
+	c->w = w;
+	c->st = &w->st;
+	c->events = EPOLLIN;
+	e.data.ptr = c;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
+		close(fd);
+		free(c);
+		atomic_fetch_sub(&curr_conns, 1);
+		return;
+	}
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	logv("connection %d opened", fd);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct epoll_event evs[128];
+
+	while (!atomic_load(&w->stop)) {
+		int n = epoll_wait(w->epfd, evs, 128, -1), i;
+
+		if (n < 0 && errno != EINTR)
+			break;
+		for (i = 0; i < n; i++) {
+			if (evs[i].data.ptr == w) {
+				uint64_t v;
+				size_t k;
+
+				if (read(w->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					continue;
+				pthread_mutex_lock(&w->qlock);
+				for (k = 0; k < w->qlen; k++)
+					worker_adopt(w, w->queue[k]);
+				w->qlen = 0;
+				pthread_mutex_unlock(&w->qlock);
+			} else {
+				conn_event(evs[i].data.ptr, evs[i].events);
+			}
+		}
+	}
+	while (w->conns)
+		conn_close(w->conns);
+	return NULL;
+}
+
+static void worker_push(struct worker *w, int fd)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&w->qlock);
+	if (w->qlen == w->qcap) {
+		size_t cap = w->qcap ? w->qcap * 2 : 64;
+		int *q = realloc(w->queue, cap * sizeof(*q));
+
+		if (!q) {
+			pthread_mutex_unlock(&w->qlock);
+			close(fd);
+			atomic_fetch_sub(&curr_conns, 1);
+			return;
+		}
+		w->queue = q;
+		w->qcap = cap;
+	}
+	w->queue[w->qlen++] = fd;
+	pthread_mutex_unlock(&w->qlock);
+	if (write(w->evfd, &one, sizeof(one)) < 0)
+		logv("eventfd write: %s", strerror(errno));
+}
+
+static int listen_on(const char *addr, const char *port)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE };
+	struct addrinfo *res, *ai;
+	int fd = -1, err, one = 1;
+
+	err = getaddrinfo(addr, port, &hints, &res);
+	if (err) {
+		fprintf(stderr, "slcache: -l %s -p %s: %s\n", addr, port, gai_strerror(err));
+		return -1;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			    ai->ai_protocol);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 1024) == 0)
+			break;
+		err = errno;
+		close(fd);
+		fd = -1;
+		errno = err;
+	}
+	if (fd < 0)
+		fprintf(stderr, "slcache: cannot listen on %s:%s: %s\n", addr, port, strerror(errno));
+	freeaddrinfo(res);
+	return fd;
+}
+
+int net_run(void)
+{
+	struct epoll_event e, evs[16];
+	sigset_t mask;
+	int lfd, sfd, epfd;
+	unsigned i, next = 0;
+	bool running = true;
+
+	signal(SIGPIPE, SIG_IGN);
+	lfd = listen_on(opt.addr, opt.port);
+	if (lfd < 0)
+		return 1;
+
+	/* Signals go to the main thread's signalfd only. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (sfd < 0 || epfd < 0) {
+		perror("slcache: signalfd/epoll");
+		return 1;
+	}
+	e = (struct epoll_event){ .events = EPOLLIN, .data.fd = lfd };
+	epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &e);
+	e = (struct epoll_event){ .events = EPOLLIN, .data.fd = sfd };
+	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &e);
+
+	workers = calloc(opt.threads, sizeof(*workers));
+	if (!workers)
+		return 1;
+	for (i = 0; i < opt.threads; i++) {
+		struct worker *w = &workers[i];
+
+		w->epfd = epoll_create1(EPOLL_CLOEXEC);
+		w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		pthread_mutex_init(&w->qlock, NULL);
+		if (w->epfd < 0 || w->evfd < 0) {
+			perror("slcache: epoll/eventfd");
+			return 1;
+		}
+		e = (struct epoll_event){ .events = EPOLLIN, .data.ptr = w };
+		epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &e);
+		if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+			fprintf(stderr, "slcache: cannot start worker threads\n");
+			return 1;
+		}
+	}
+	fprintf(stderr, "slcache: listening on %s:%s, %" PRIu64 " MiB, %s, %u threads\n", opt.addr,
+		opt.port, opt.max_bytes >> 20,
+		opt.accounting ? policy_name(opt.policy) : "no accounting (shared LRU)", opt.threads);
+	if (opt.accounting)
+		logv("item memory: %s", tenants_backend());
+
+	while (running) {
+		int n = epoll_wait(epfd, evs, 16, -1), k;
+
+		if (n < 0 && errno != EINTR)
+			break;
+		for (k = 0; k < n; k++) {
+			if (evs[k].data.fd == sfd) {
+				struct signalfd_siginfo si;
+
+				if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+					logv("signal %u: shutting down", si.ssi_signo);
+					running = false;
+				}
+				continue;
+			}
+			for (;;) {
+				int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+
+				if (fd < 0) {
+					if (errno == EMFILE || errno == ENFILE) {
+						logv("accept: %s", strerror(errno));
+						usleep(10000);
+					}
+					break;
+				}
+				if (atomic_load(&curr_conns) >= opt.max_conns) {
+					static const char msg[] = "SERVER_ERROR too many open connections\r\n";
+
+					if (send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL) < 0)
+						logv("send: %s", strerror(errno));
+					close(fd);
+					atomic_fetch_add(&rejected_conns, 1);
+					continue;
+				}
+				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+				atomic_fetch_add(&curr_conns, 1);
+				atomic_fetch_add(&total_conns, 1);
+				worker_push(&workers[next], fd);
+				next = (next + 1) % opt.threads;
+			}
+		}
+	}
+
+	close(lfd);
+	for (i = 0; i < opt.threads; i++) {
+		uint64_t one = 1;
+
+		atomic_store(&workers[i].stop, 1);
+		if (write(workers[i].evfd, &one, sizeof(one)) < 0)
+			logv("eventfd write: %s", strerror(errno));
+	}
+	for (i = 0; i < opt.threads; i++) {
+		struct worker *w = &workers[i];
+		size_t k;
+
+		pthread_join(w->th, NULL);
+		for (k = 0; k < w->qlen; k++)
+			close(w->queue[k]);
+		free(w->queue);
+		close(w->epfd);
+		close(w->evfd);
+		pthread_mutex_destroy(&w->qlock);
+	}
+	free(workers);
+	close(epfd);
+	close(sfd);
+	return 0;
+}

@@ -1,0 +1,9 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef SLCACHE_NET_H
+#define SLCACHE_NET_H
+
+/** Listen on opt.addr:opt.port and serve until SIGINT or SIGTERM; 0, or 1
+ * when the server could not start. */
+int net_run(void);
+
+#endif /* SLCACHE_NET_H */

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proto.h: what protocol.c (classic commands) and meta.c (meta commands)
+ * share: tokens, numbers, replies.
+ */
+#ifndef SLCACHE_PROTO_H
+#define SLCACHE_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conn.h"
+
+#define MAX_TOKENS 24
+
+struct tok {
+	char *s;
+	size_t n;
+};
+
+bool tok_is(const struct tok *t, const char *s);
+bool tok_u64(const struct tok *t, uint64_t *out);
+bool tok_i64(const struct tok *t, int64_t *out);
+size_t fmt_u64(char *buf, uint64_t v);
+
+/* A reply line ("\r\n" added), unless the command said noreply. */
+void reply(struct conn *c, const char *s);
+
+/* Data block of a storage command complete (classic or ms). */
+void meta_complete_set(struct conn *c, const char *data);
+
+/* mg, ms, md, ma, me (mn is answered by protocol.c). */
+void meta_get(struct conn *c, struct tok *tk, size_t nt);
+void meta_set(struct conn *c, struct tok *tk, size_t nt);
+void meta_delete(struct conn *c, struct tok *tk, size_t nt);
+void meta_arith(struct conn *c, struct tok *tk, size_t nt);
+void meta_debug(struct conn *c, struct tok *tk, size_t nt);
+
+#endif /* SLCACHE_PROTO_H */

@@ -1,0 +1,823 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * protocol.c: the memcached text protocol, as memcached 1.6 speaks it:
+ * what a request means and what it answers (conn.h has the connection,
+ * net.c moves the bytes, meta.c has the meta commands).  memcached's
+ * doc/protocol.txt is the specification; where it is silent, Debian's
+ * memcached 1.6.18 is (tests/slcache_proto.sh compares the two).
+ *
+ * When a connection is closed rather than answered, as memcached does: a
+ * line that ends in an "HTTP/..." token (a web client), "quit", a first
+ * byte of 0x80 (the binary protocol, which slcache does not speak), and a
+ * line that has no end after 2 KiB unless it is a get or gets (multigets
+ * may be long; they are bounded by GETLINE_MAX).
+ */
+#define _GNU_SOURCE
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "proto.h"
+#include "slcache.h"
+#include "storage.h"
+#include "tenants.h"
+
+#define LINE_SHORT_MAX 2048             /* a command line that is not a get  */
+#define GETLINE_MAX (16u * 1024 * 1024) /* a get line, however many keys     */
+#define RBUF_MIN (16 * 1024)
+#define WBUF_HIGH (4 * 1024 * 1024)     /* stop reading while more is unsent */
+#define MEMLIMIT_MIN_MB 8               /* memcached's smallest cache_memlimit */
+
+#define NS(field) atomic_load_explicit(&ns.sum.field, memory_order_relaxed)
+
+size_t proto_read_need(const struct conn *c)
+{
+	size_t used = c->rend - c->rstart;
+
+	if (c->state == CS_DATA && c->p.vlen + 2 > used)
+		return c->p.vlen + 2 - used;
+	return RBUF_MIN;
+}
+
+/* ---- tokens and numbers ---- */
+
+bool tok_is(const struct tok *t, const char *s)
+{
+	size_t n = strlen(s);
+
+	return t->n == n && memcmp(t->s, s, n) == 0;
+}
+
+bool tok_u64(const struct tok *t, uint64_t *out)
+{
+	uint64_t x = 0;
+	size_t i;
+
+	if (t->n == 0 || t->n > 20)
+		return false;
+	for (i = 0; i < t->n; i++) {
+		unsigned d = (unsigned char)t->s[i] - '0';
+
+		if (d > 9 || x > (UINT64_MAX - d) / 10)
+			return false;
+		x = x * 10 + d;
+	}
+	*out = x;
+	return true;
+}
+
+bool tok_i64(const struct tok *t, int64_t *out)
+{
+	struct tok u = *t;
+	uint64_t x;
+	bool neg = false;
+
+	if (u.n > 0 && u.s[0] == '-') {
+		neg = true;
+		u.s++;
+		u.n--;
+	}
+	if (!tok_u64(&u, &x) || x > (uint64_t)INT64_MAX)
+		return false;
+	*out = neg ? -(int64_t)x : (int64_t)x;
+	return true;
+}
+
+/* memcached's client flags: any number that fits 64 bits, kept mod 2^32. */
+static bool tok_flags(const struct tok *t, uint32_t *out)
+{
+	uint64_t x;
+
+	if (!tok_u64(t, &x))
+		return false;
+	*out = (uint32_t)x;
+	return true;
+}
+
+size_t fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
+static size_t tokenize(char *line, size_t len, struct tok *toks, size_t max)
+{
+	size_t n = 0, i = 0;
+
+	while (i < len && n < max) {
+		size_t j;
+
+		while (i < len && line[i] == ' ')
+			i++;
+		if (i == len)
+			break;
+		for (j = i; j < len && line[j] != ' '; j++)
+			;
+		toks[n].s = line + i;
+		toks[n].n = j - i;
+		n++;
+		i = j;
+	}
+	return n;
+}
+
+static bool key_ok(const struct tok *t)
+{
+	return t->n > 0 && t->n <= STORE_KEY_MAX;
+}
+
+void reply(struct conn *c, const char *s)
+{
+	if (!c->noreply) {
+		ob_str(c, s);
+		ob_put(c, "\r\n", 2);
+	}
+}
+
+/* The last token is "noreply": the command answers nothing, errors included. */
+static void noreply_maybe(struct conn *c, struct tok *tk, size_t nt)
+{
+	c->noreply = nt > 1 && tok_is(&tk[nt - 1], "noreply");
+}
+
+/* ---- get, gets, gat, gats ---- */
+
+struct get_ctx {
+	struct conn *c;
+	bool cas;
+	const char *key;
+	size_t keylen;
+};
+
+/* Called under the tenant's lock: format and copy, nothing else. */
+static void emit_value(void *arg, const struct item_view *v)
+{
+	struct get_ctx *g = arg;
+	struct conn *c = g->c;
+	char *p;
+
+	if (!ob_reserve(c, g->keylen + v->vlen + 80))
+		return;
+	p = c->wbuf + c->wend;
+	memcpy(p, "VALUE ", 6);
+	p += 6;
+	memcpy(p, g->key, g->keylen);
+	p += g->keylen;
+	*p++ = ' ';
+	p += fmt_u64(p, v->flags);
+	*p++ = ' ';
+	p += fmt_u64(p, v->vlen);
+	if (g->cas) {
+		*p++ = ' ';
+		p += fmt_u64(p, v->cas);
+	}
+	*p++ = '\r';
+	*p++ = '\n';
+	memcpy(p, v->value, v->vlen);
+	p += v->vlen;
+	*p++ = '\r';
+	*p++ = '\n';
+	c->wend = (size_t)(p - c->wbuf);
+}
+
+/* get/gets KEY..., gat/gats EXPTIME KEY...: walks the line itself, so a
+ * multiget may have any number of keys. */
+static void cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch)
+{
+	struct get_ctx g = { .c = c, .cas = cas };
+	struct store_read how = { .touch = touch };
+	size_t mark = c->wend - c->wstart, i = 0;
+	struct tok k;
+
+	while (i < len && line[i] != ' ') /* the command word */
+		i++;
+	if (touch) {
+		while (i < len && line[i] == ' ')
+			i++;
+		k.s = line + i;
+		for (; i < len && line[i] != ' '; i++)
+			;
+		k.n = (size_t)(line + i - k.s);
+		if (!tok_i64(&k, &how.exptime)) {
+			ob_str(c, "CLIENT_ERROR invalid exptime argument\r\n");
+			return;
+		}
+	}
+	for (;;) {
+		while (i < len && line[i] == ' ')
+			i++;
+		if (i == len)
+			break;
+		k.s = line + i;
+		for (; i < len && line[i] != ' '; i++)
+			;
+		k.n = (size_t)(line + i - k.s);
+		if (!key_ok(&k)) {
+			c->wend = c->wstart + mark; /* drop the partial answer */
+			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+			return;
+		}
+		g.key = k.s;
+		g.keylen = k.n;
+		if (touch)
+			BUMP(c, cmd_touch);
+		else
+			BUMP(c, cmd_get);
+		if (store_get(k.s, k.n, &how, emit_value, &g) == ST_OK) {
+			if (touch)
+				BUMP(c, touch_hits);
+			else
+				BUMP(c, get_hits);
+		} else if (touch) {
+			BUMP(c, touch_misses);
+		} else {
+			BUMP(c, get_misses);
+		}
+	}
+	ob_str(c, "END\r\n");
+}
+
+/* ---- storage commands ---- */
+
+/* set/add/replace/append/prepend/cas: parse the line, then wait for the data. */
+static void cmd_update(struct conn *c, struct tok *tk, size_t nt, enum store_mode mode)
+{
+	size_t want = mode == SM_CAS ? 6 : 5;
+	int64_t vlen;
+
+	if (nt != want && nt != want + 1) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	memset(&c->p, 0, offsetof(struct pending, mret));
+	if (!key_ok(&tk[1]) || !tok_flags(&tk[2], &c->p.flags) || !tok_i64(&tk[3], &c->p.exptime) ||
+	    !tok_i64(&tk[4], &vlen) || vlen < 0 || vlen > INT_MAX - 2 ||
+	    (mode == SM_CAS && !tok_u64(&tk[5], &c->p.cas))) {
+		reply(c, "CLIENT_ERROR bad command line format");
+		return;
+	}
+	c->p.mode = mode;
+	c->p.noreply = c->noreply;
+	c->p.keylen = tk[1].n;
+	memcpy(c->p.key, tk[1].s, tk[1].n);
+	c->p.vlen = (size_t)vlen;
+	if ((size_t)vlen > opt.item_max) {
+		reply(c, "SERVER_ERROR object too large for cache");
+		/* As memcached: a failed set drops the old value; the data is swallowed. */
+		if (mode == SM_SET)
+			store_delete(c->p.key, c->p.keylen, 0);
+		c->swallow = (uint64_t)vlen + 2;
+		c->state = CS_SWALLOW;
+		return;
+	}
+	c->state = CS_DATA;
+}
+
+static void complete_update(struct conn *c, const char *data)
+{
+	enum store_result r;
+
+	c->noreply = c->p.noreply;
+	if (data[c->p.vlen] != '\r' || data[c->p.vlen + 1] != '\n') {
+		reply(c, "CLIENT_ERROR bad data chunk");
+		return;
+	}
+	BUMP(c, cmd_set);
+	r = store_update(c->p.mode, c->p.key, c->p.keylen, c->p.flags, c->p.exptime, data,
+			 c->p.vlen, c->p.cas, NULL);
+	if (c->p.mode == SM_CAS)
+		switch (r) {
+		case ST_STORED: BUMP(c, cas_hits); break;
+		case ST_EXISTS: BUMP(c, cas_badval); break;
+		case ST_NOT_FOUND: BUMP(c, cas_misses); break;
+		default: break;
+		}
+	switch (r) {
+	case ST_STORED:
+		BUMP(c, total_items);
+		reply(c, "STORED");
+		break;
+	case ST_NOT_STORED:
+		reply(c, "NOT_STORED");
+		break;
+	case ST_EXISTS:
+		reply(c, "EXISTS");
+		break;
+	case ST_NOT_FOUND:
+		reply(c, "NOT_FOUND");
+		break;
+	case ST_TOO_LARGE:
+		reply(c, "SERVER_ERROR object too large for cache");
+		break;
+	default:
+		BUMP(c, oom_errors);
+		reply(c, "SERVER_ERROR out of memory storing object");
+		break;
+	}
+}
+
+/* ---- delete, incr, decr, touch ---- */
+
+static void cmd_delete(struct conn *c, struct tok *tk, size_t nt)
+{
+	size_t extra;
+
+	if (nt < 2 || nt > 4) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	extra = nt - 2 - (c->noreply ? 1 : 0);
+	if (extra > 1 || (extra == 1 && !tok_is(&tk[2], "0"))) {
+		reply(c, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
+		return;
+	}
+	if (!key_ok(&tk[1])) {
+		reply(c, "CLIENT_ERROR bad command line format");
+		return;
+	}
+	if (store_delete(tk[1].s, tk[1].n, 0) == ST_DELETED) {
+		BUMP(c, delete_hits);
+		reply(c, "DELETED");
+	} else {
+		BUMP(c, delete_misses);
+		reply(c, "NOT_FOUND");
+	}
+}
+
+static void cmd_arith(struct conn *c, struct tok *tk, size_t nt, bool incr)
+{
+	struct store_arith a = { .incr = incr };
+	struct store_arith_out out;
+	char buf[24];
+
+	if (nt != 3 && nt != 4) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	if (!key_ok(&tk[1])) {
+		reply(c, "CLIENT_ERROR bad command line format");
+		return;
+	}
+	if (!tok_u64(&tk[2], &a.delta)) {
+		reply(c, "CLIENT_ERROR invalid numeric delta argument");
+		return;
+	}
+	switch (store_arith(tk[1].s, tk[1].n, &a, &out)) {
+	case ST_OK:
+		if (incr)
+			BUMP(c, incr_hits);
+		else
+			BUMP(c, decr_hits);
+		buf[fmt_u64(buf, out.value)] = '\0';
+		reply(c, buf);
+		break;
+	case ST_NOT_FOUND:
+		if (incr)
+			BUMP(c, incr_misses);
+		else
+			BUMP(c, decr_misses);
+		reply(c, "NOT_FOUND");
+		break;
+	case ST_NON_NUMERIC:
+		reply(c, "CLIENT_ERROR cannot increment or decrement non-numeric value");
+		break;
+	default:
+		BUMP(c, oom_errors);
+		reply(c, "SERVER_ERROR out of memory");
+		break;
+	}
+}
+
+static void cmd_touch(struct conn *c, struct tok *tk, size_t nt)
+{
+	int64_t exptime;
+
+	if (nt != 3 && nt != 4) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	if (!key_ok(&tk[1])) {
+		reply(c, "CLIENT_ERROR bad command line format");
+		return;
+	}
+	if (!tok_i64(&tk[2], &exptime)) {
+		reply(c, "CLIENT_ERROR invalid exptime argument");
+		return;
+	}
+	BUMP(c, cmd_touch);
+	if (store_touch(tk[1].s, tk[1].n, exptime) == ST_TOUCHED) {
+		BUMP(c, touch_hits);
+		reply(c, "TOUCHED");
+	} else {
+		BUMP(c, touch_misses);
+		reply(c, "NOT_FOUND");
+	}
+}
+
+/* ---- server commands ---- */
+
+static void cmd_flush(struct conn *c, struct tok *tk, size_t nt)
+{
+	size_t nargs;
+	int64_t when = 0;
+
+	noreply_maybe(c, tk, nt);
+	nargs = nt - 1 - (c->noreply ? 1 : 0);
+	if (nargs > 1) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	if (nargs == 1 && !tok_i64(&tk[1], &when)) {
+		reply(c, "CLIENT_ERROR invalid exptime argument");
+		return;
+	}
+	BUMP(c, cmd_flush);
+	store_flush(when);
+	reply(c, "OK");
+}
+
+static void cmd_verbosity(struct conn *c, struct tok *tk, size_t nt)
+{
+	uint64_t level;
+
+	if (nt < 2 || nt > 3) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	if (nt == 2 && c->noreply)
+		return;
+	if (!tok_u64(&tk[1], &level)) {
+		reply(c, "CLIENT_ERROR bad command line format");
+		return;
+	}
+	atomic_store_explicit(&opt.verbose, level > 2 ? 2 : (int)level, memory_order_relaxed);
+	reply(c, "OK");
+}
+
+/* cache_memlimit MEGABYTES: the whole budget, live (tenants_set_budget()). */
+static void cmd_memlimit(struct conn *c, struct tok *tk, size_t nt)
+{
+	uint64_t mb;
+
+	if (nt < 2 || nt > 3 || !tok_u64(&tk[1], &mb) || mb > (UINT64_MAX >> 20)) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	if (mb < MEMLIMIT_MIN_MB) {
+		reply(c, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
+		return;
+	}
+	if (tenants_set_budget(mb << 20) != 0) {
+		reply(c, "MEMLIMIT_ADJUST_FAILED out of memory or memory too fragmented");
+		return;
+	}
+	logv("maxbytes adjusted to %" PRIu64 "m", mb);
+	reply(c, "OK");
+}
+
+/* ---- stats ---- */
+
+static void stat_u64(struct conn *c, const char *name, uint64_t v)
+{
+	ob_printf(c, "STAT %s %" PRIu64 "\r\n", name, v);
+}
+
+static void emit_tenant(void *arg, const char *name, const struct tenant_stats *st)
+{
+	struct conn *c = arg;
+	static const char *const names[] = { "usage", "soft", "max", "items", "bytes",
+					     "evictions", "hits", "misses", "events_low",
+					     "events_high", "events_max", "events_oom" };
+	const uint64_t v[] = { st->usage, st->soft, st->max, st->items, st->bytes,
+			       st->evictions, st->hits, st->misses, st->events_low,
+			       st->events_high, st->events_max, st->events_oom };
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		ob_printf(c, "STAT tenant:%s:%s %" PRIu64 "\r\n", name, names[i], v[i]);
+}
+
+/* stats items: a "slab class" per tenant, numbered from 1 in creation order. */
+struct items_ctx {
+	struct conn *c;
+	unsigned id;
+};
+
+static void emit_items(void *arg, const char *name, const struct tenant_stats *st)
+{
+	struct items_ctx *x = arg;
+
+	(void)name;
+	x->id++;
+	if (st->items == 0)
+		return;
+	ob_printf(x->c, "STAT items:%u:number %" PRIu64 "\r\n", x->id, st->items);
+	ob_printf(x->c, "STAT items:%u:mem_requested %" PRIu64 "\r\n", x->id, st->bytes);
+	ob_printf(x->c, "STAT items:%u:evicted %" PRIu64 "\r\n", x->id, st->evictions);
+	ob_printf(x->c, "STAT items:%u:outofmemory %" PRIu64 "\r\n", x->id, st->events_oom);
+}
+
+static void stats_general(struct conn *c)
+{
+	struct tenant_stats tot;
+	struct net_stats ns;
+	struct rusage ru;
+	time_t now = time(NULL);
+
+	tenants_totals(&tot);
+	net_stats(&ns);
+	getrusage(RUSAGE_SELF, &ru);
+	ob_printf(c, "STAT pid %ld\r\n", (long)getpid());
+	stat_u64(c, "uptime", (uint64_t)(now - started));
+	stat_u64(c, "time", (uint64_t)now);
+	ob_printf(c, "STAT version %s\r\n", SLCACHE_PROTO_VERSION);
+	ob_printf(c, "STAT libevent slcache (softlimit %s)\r\n", sl_version());
+	stat_u64(c, "pointer_size", sizeof(void *) * 8);
+	ob_printf(c, "STAT rusage_user %ld.%06ld\r\n", (long)ru.ru_utime.tv_sec,
+		  (long)ru.ru_utime.tv_usec);
+	ob_printf(c, "STAT rusage_system %ld.%06ld\r\n", (long)ru.ru_stime.tv_sec,
+		  (long)ru.ru_stime.tv_usec);
+	stat_u64(c, "max_connections", opt.max_conns);
+	stat_u64(c, "curr_connections", ns.curr_conns);
+	stat_u64(c, "total_connections", ns.total_conns);
+	stat_u64(c, "rejected_connections", ns.rejected_conns);
+	stat_u64(c, "cmd_get", NS(cmd_get));
+	stat_u64(c, "cmd_set", NS(cmd_set));
+	stat_u64(c, "cmd_flush", NS(cmd_flush));
+	stat_u64(c, "cmd_touch", NS(cmd_touch));
+	stat_u64(c, "cmd_meta", NS(meta_cmds));
+	stat_u64(c, "get_hits", NS(get_hits));
+	stat_u64(c, "get_misses", NS(get_misses));
+	stat_u64(c, "get_expired", NS(get_expired));
+	stat_u64(c, "get_flushed", NS(get_flushed));
+	stat_u64(c, "delete_misses", NS(delete_misses));
+	stat_u64(c, "delete_hits", NS(delete_hits));
+	stat_u64(c, "incr_misses", NS(incr_misses));
+	stat_u64(c, "incr_hits", NS(incr_hits));
+	stat_u64(c, "decr_misses", NS(decr_misses));
+	stat_u64(c, "decr_hits", NS(decr_hits));
+	stat_u64(c, "cas_misses", NS(cas_misses));
+	stat_u64(c, "cas_hits", NS(cas_hits));
+	stat_u64(c, "cas_badval", NS(cas_badval));
+	stat_u64(c, "touch_hits", NS(touch_hits));
+	stat_u64(c, "touch_misses", NS(touch_misses));
+	stat_u64(c, "bytes_read", NS(bytes_read));
+	stat_u64(c, "bytes_written", NS(bytes_written));
+	stat_u64(c, "limit_maxbytes", tenants_budget());
+	stat_u64(c, "threads", opt.threads);
+	stat_u64(c, "bytes", tot.bytes);
+	stat_u64(c, "curr_items", tot.items);
+	stat_u64(c, "total_items", NS(total_items));
+	stat_u64(c, "evictions", tot.evictions);
+	stat_u64(c, "oom_errors", NS(oom_errors));
+	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
+	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
+	stat_u64(c, "usage", tot.usage);
+	tenants_stats(emit_tenant, c);
+}
+
+static void stats_settings(struct conn *c)
+{
+	stat_u64(c, "maxbytes", tenants_budget());
+	stat_u64(c, "maxconns", opt.max_conns);
+	ob_printf(c, "STAT tcpport %s\r\n", opt.port);
+	stat_u64(c, "udpport", 0);
+	ob_printf(c, "STAT inter %s\r\n", opt.addr);
+	stat_u64(c, "verbosity", (uint64_t)atomic_load_explicit(&opt.verbose, memory_order_relaxed));
+	ob_str(c, "STAT evictions on\r\n");
+	stat_u64(c, "num_threads", opt.threads);
+	ob_str(c, "STAT cas_enabled yes\r\n");
+	ob_str(c, "STAT binding_protocol ascii\r\n");
+	stat_u64(c, "item_size_max", opt.item_max);
+	ob_str(c, "STAT flush_enabled yes\r\n");
+	stat_u64(c, "max_tenants", opt.max_tenants);
+	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
+	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
+}
+
+static void cmd_stats(struct conn *c, struct tok *tk, size_t nt)
+{
+	if (nt == 1) {
+		stats_general(c);
+	} else if (tok_is(&tk[1], "tenants")) {
+		tenants_stats(emit_tenant, c);
+	} else if (tok_is(&tk[1], "settings")) {
+		stats_settings(c);
+	} else if (tok_is(&tk[1], "items")) {
+		struct items_ctx x = { c, 0 };
+
+		tenants_stats(emit_items, &x);
+	} else if (tok_is(&tk[1], "slabs")) {
+		struct tenant_stats tot;
+
+		tenants_totals(&tot);
+		stat_u64(c, "active_slabs", 0);
+		stat_u64(c, "total_malloced", tot.usage);
+	} else if (tok_is(&tk[1], "sizes")) {
+		ob_str(c, "STAT sizes_status disabled\r\n");
+	} else if (tok_is(&tk[1], "conns")) {
+		ob_printf(c, "STAT %d:state conn_parse_cmd\r\n", c->fd);
+	} else if (tok_is(&tk[1], "cachedump")) {
+		uint64_t id, limit;
+
+		if (nt != 4 || !tok_u64(&tk[2], &id) || !tok_u64(&tk[3], &limit)) {
+			ob_str(c, "CLIENT_ERROR bad command line\r\n");
+			return;
+		}
+		/* item listing is not kept: an empty dump, as of an empty class */
+	} else if (tok_is(&tk[1], "reset")) {
+		ob_str(c, "RESET\r\n");
+		return;
+	} else if (tok_is(&tk[1], "detail")) {
+		ob_str(c, "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+		return;
+	} else {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	ob_str(c, "END\r\n");
+}
+
+/* ---- dispatch ---- */
+
+static bool starts(const char *line, size_t len, const char *word)
+{
+	size_t n = strlen(word);
+
+	return len > n && memcmp(line, word, n) == 0 && line[n] == ' ';
+}
+
+/* One command line (without its "\r\n"). */
+static void process_line(struct conn *c, char *line, size_t len)
+{
+	struct tok tk[MAX_TOKENS];
+	size_t nt;
+
+	c->noreply = false;
+	if (starts(line, len, "get") || starts(line, len, "gets")) {
+		cmd_get(c, line, len, line[3] == 's', false);
+		return;
+	}
+	if (starts(line, len, "gat") || starts(line, len, "gats")) {
+		cmd_get(c, line, len, line[3] == 's', true);
+		return;
+	}
+	nt = tokenize(line, len, tk, MAX_TOKENS);
+	if (nt == 0 || nt == MAX_TOKENS) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	if (nt >= 2 && tk[nt - 1].n >= 5 && memcmp(tk[nt - 1].s, "HTTP/", 5) == 0) {
+		c->close_after = true; /* a web client: no answer, as memcached */
+		c->state = CS_CLOSE;
+		return;
+	}
+	if (tok_is(&tk[0], "mg"))
+		meta_get(c, tk, nt);
+	else if (tok_is(&tk[0], "ms"))
+		meta_set(c, tk, nt);
+	else if (tok_is(&tk[0], "md"))
+		meta_delete(c, tk, nt);
+	else if (tok_is(&tk[0], "ma"))
+		meta_arith(c, tk, nt);
+	else if (tok_is(&tk[0], "mn"))
+		ob_str(c, "MN\r\n");
+	else if (tok_is(&tk[0], "me"))
+		meta_debug(c, tk, nt);
+	else if (tok_is(&tk[0], "set"))
+		cmd_update(c, tk, nt, SM_SET);
+	else if (tok_is(&tk[0], "add"))
+		cmd_update(c, tk, nt, SM_ADD);
+	else if (tok_is(&tk[0], "replace"))
+		cmd_update(c, tk, nt, SM_REPLACE);
+	else if (tok_is(&tk[0], "append"))
+		cmd_update(c, tk, nt, SM_APPEND);
+	else if (tok_is(&tk[0], "prepend"))
+		cmd_update(c, tk, nt, SM_PREPEND);
+	else if (tok_is(&tk[0], "cas"))
+		cmd_update(c, tk, nt, SM_CAS);
+	else if (tok_is(&tk[0], "delete"))
+		cmd_delete(c, tk, nt);
+	else if (tok_is(&tk[0], "incr"))
+		cmd_arith(c, tk, nt, true);
+	else if (tok_is(&tk[0], "decr"))
+		cmd_arith(c, tk, nt, false);
+	else if (tok_is(&tk[0], "touch"))
+		cmd_touch(c, tk, nt);
+	else if (tok_is(&tk[0], "gat") || tok_is(&tk[0], "gats") || tok_is(&tk[0], "get") ||
+		 tok_is(&tk[0], "gets"))
+		ob_str(c, "ERROR\r\n"); /* no key, or no exptime */
+	else if (tok_is(&tk[0], "stats"))
+		cmd_stats(c, tk, nt);
+	else if (tok_is(&tk[0], "flush_all"))
+		cmd_flush(c, tk, nt);
+	else if (tok_is(&tk[0], "version")) /* as memcached 1.6: arguments are ignored */
+		ob_str(c, "VERSION " SLCACHE_PROTO_VERSION "\r\n");
+	else if (tok_is(&tk[0], "verbosity"))
+		cmd_verbosity(c, tk, nt);
+	else if (tok_is(&tk[0], "cache_memlimit"))
+		cmd_memlimit(c, tk, nt);
+	else if (tok_is(&tk[0], "quit")) {
+		c->close_after = true;
+		c->state = CS_CLOSE;
+	} else
+		ob_str(c, "ERROR\r\n");
+}
+
+/* A line with no end yet: may it still grow?  memcached lets only get and
+ * gets lines pass 2 KiB. */
+static bool line_may_grow(const char *p, size_t avail)
+{
+	size_t sp = 0;
+
+	if (avail <= LINE_SHORT_MAX)
+		return true;
+	if (avail > GETLINE_MAX)
+		return false;
+	while (sp < avail && p[sp] == ' ')
+		sp++;
+	return sp <= 100 && (starts(p + sp, avail - sp, "get") || starts(p + sp, avail - sp, "gets"));
+}
+
+/* Runs every complete request in the read buffer; stops at a partial one,
+ * at quit, or while too much output waits. */
+void proto_input(struct conn *c)
+{
+	while (!c->close_after && c->wend - c->wstart < WBUF_HIGH) {
+		char *p = c->rbuf + c->rstart;
+		size_t avail = c->rend - c->rstart;
+
+		if (c->state == CS_CLOSE) {
+			c->rstart = c->rend;
+			break;
+		}
+		if (c->state == CS_SWALLOW) {
+			size_t n = avail < c->swallow ? avail : (size_t)c->swallow;
+
+			c->rstart += n;
+			c->swallow -= n;
+			if (c->swallow)
+				break;
+			c->state = CS_CMD;
+		} else if (c->state == CS_DATA) {
+			if (avail < c->p.vlen + 2)
+				break;
+			c->state = CS_CMD;
+			c->rstart += c->p.vlen + 2;
+			if (c->p.meta)
+				meta_complete_set(c, p);
+			else
+				complete_update(c, p);
+		} else {
+			char *nl;
+			size_t len;
+
+			if (avail == 0)
+				break;
+			if ((unsigned char)p[0] == 0x80) { /* the binary protocol */
+				logv("connection %d: binary protocol, not spoken here: closing", c->fd);
+				c->close_after = true;
+				c->state = CS_CLOSE;
+				continue;
+			}
+			nl = memchr(p, '\n', avail);
+			if (!nl) {
+				if (!line_may_grow(p, avail)) {
+					logv("connection %d: line too long: closing", c->fd);
+					c->close_after = true;
+					c->state = CS_CLOSE;
+					continue;
+				}
+				break;
+			}
+			len = (size_t)(nl - p);
+			c->rstart += len + 1;
+			if (len > 0 && p[len - 1] == '\r')
+				len--;
+			process_line(c, p, len);
+		}
+	}
+	if (c->rstart == c->rend)
+		c->rstart = c->rend = 0;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slcache.h: what slcache's files share: the options (options.c) and the
+ * log.  The server's parts, each in one file:
+ *
+ *   slcache.c   main(): start the parts in order, wait for SIGINT/SIGTERM
+ *   options.c   the command line
+ *   tenants.c   the softlimit integration: the tree, a tenant (group) per
+ *               key prefix, reclaim, high, the live budget
+ *   storage.c   memcached's item semantics over examples/lru_cache
+ *   protocol.c  the text protocol: classic commands and stats
+ *   meta.c      the meta commands (mg, ms, md, ma, mn, me)
+ *   net.c       sockets, worker threads, connection buffers
+ */
+#ifndef SLCACHE_H
+#define SLCACHE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <softlimit/softlimit.h>
+
+/* The memcached protocol level this server speaks (clients gate features on it). */
+#define SLCACHE_PROTO_VERSION "1.6.0"
+
+#define TENANTS_MAX 64 /* --tenant options */
+
+struct tenant_opt {
+	char name[SL_NAME_MAX + 1];
+	struct sl_limits lim;
+	unsigned pct; /* bit i: field i (min, soft, high, max) is a percentage of -m */
+};
+
+struct options {
+	const char *addr;
+	const char *port;
+	uint64_t max_bytes;
+	enum sl_policy policy;
+	bool accounting;
+	bool arenas;
+	unsigned threads;
+	unsigned max_conns;
+	size_t item_max;
+	unsigned max_tenants;
+	_Atomic int verbose;
+	struct tenant_opt tenants[TENANTS_MAX];
+	unsigned nr_tenants;
+};
+
+/* Set once by options_parse() before any thread starts; read-only after,
+ * but for verbose (the verbosity command, a relaxed hint). */
+extern struct options opt;
+extern time_t started;
+
+void options_parse(int argc, char **argv);
+const char *policy_name(enum sl_policy p);
+
+void logv(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* SLCACHE_H */

@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * storage.c: memcached's item semantics over examples/lru_cache.  See
+ * storage.h.
+ *
+ * lru_cache stores, evicts and accounts; an item's lru_meta carries what
+ * memcached adds: the client flags, the absolute expiry time, when it was
+ * stored and last read, and whether it was read.  The cache asks
+ * item_live() whether an item it meets is still there (expired, or hidden
+ * by a delayed flush_all) and frees it when not.
+ *
+ * Read-modify-write commands (append, prepend, incr, decr) copy the item
+ * out, build the new value with no lock held (allocating it may reclaim),
+ * and store it only if the item's cas is still the one they read
+ * (LRU_IF_CAS), retrying when another client got there first.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "storage.h"
+#include "tenants.h"
+
+#define REALTIME_MAXDELTA (60 * 60 * 24 * 30) /* memcached: larger is absolute time */
+#define RMW_TRIES 64
+#define META_FETCHED 1u
+
+static size_t item_max;
+static _Atomic int64_t flush_at; /* a delayed flush_all's deadline, 0 = none */
+
+int64_t store_now(void)
+{
+	return (int64_t)time(NULL);
+}
+
+int64_t store_realtime(int64_t exptime)
+{
+	int64_t now = store_now();
+
+	if (exptime == 0)
+		return 0;
+	if (exptime < 0)
+		return 1;
+	if (exptime > REALTIME_MAXDELTA)
+		return exptime <= now ? 1 : exptime > UINT32_MAX ? UINT32_MAX : exptime;
+	return now + exptime;
+}
+
+/* Called by the cache under a tenant's lock. */
+static bool item_live(void *ctx, const struct lru_meta *m)
+{
+	/* Relaxed: flush_all's deadline orders nothing else. */
+	int64_t now = store_now(), fa = atomic_load_explicit(&flush_at, memory_order_relaxed);
+
+	(void)ctx;
+	if (m->exptime != 0 && m->exptime <= now)
+		return false;
+	return fa == 0 || now < fa || m->stored >= fa;
+}
+
+int store_start(size_t max)
+{
+	item_max = max;
+	return tenants_start(item_live);
+}
+
+void store_stop(void)
+{
+	tenants_stop();
+}
+
+/* ---- reads ---- */
+
+struct read_ctx {
+	const struct store_read *how;
+	store_emit_fn emit;
+	void *arg;
+};
+
+static void read_item(void *arg, struct lru_meta *m, const void *value, size_t vlen)
+{
+	struct read_ctx *r = arg;
+	struct item_view v = {
+		.value = value, .vlen = vlen, .flags = m->flags, .cas = m->cas,
+		.exptime = m->exptime, .atime = m->atime, .fetched = m->bits & META_FETCHED,
+	};
+
+	if (r->how && r->how->touch) {
+		m->exptime = (uint32_t)store_realtime(r->how->exptime);
+		v.exptime = m->exptime;
+	}
+	m->bits |= META_FETCHED;
+	m->atime = (uint32_t)store_now();
+	r->emit(r->arg, &v);
+}
+
+enum store_result store_get(const char *key, size_t keylen, const struct store_read *how,
+			    store_emit_fn emit, void *arg)
+{
+	struct read_ctx r = { how, emit, arg };
+	unsigned flags = how && how->nostats ? LRU_VISIT_NOSTATS : 0;
+
+	return lru_visit(tenant_for_key(key, keylen), key, keylen, flags, read_item, &r) == 0
+		       ? ST_OK
+		       : ST_NOT_FOUND;
+}
+
+/* A copy of an item, for read-modify-write. */
+struct copy {
+	struct lru_meta meta;
+	char *value;
+	size_t vlen;
+	bool nomem;
+};
+
+static void copy_item(void *arg, struct lru_meta *m, const void *value, size_t vlen)
+{
+	struct copy *c = arg;
+
+	c->meta = *m;
+	c->vlen = vlen;
+	/* Plain malloc under the lock: it never reclaims. */
+	c->value = malloc(vlen + 1);
+	if (c->value)
+		memcpy(c->value, value, vlen);
+	else
+		c->nomem = true;
+}
+
+/* ST_OK with a copy in *@c (free c->value), ST_NOT_FOUND or ST_NOMEM. */
+static enum store_result copy_out(struct lru_tenant *t, const char *key, size_t keylen,
+				  struct copy *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (lru_visit(t, key, keylen, LRU_VISIT_NOSTATS, copy_item, c) != 0)
+		return ST_NOT_FOUND;
+	return c->nomem ? ST_NOMEM : ST_OK;
+}
+
+/* ---- writes ---- */
+
+static struct lru_meta new_meta(uint32_t flags, int64_t exptime, uint64_t cas)
+{
+	struct lru_meta m = { .cas = cas, .flags = flags };
+
+	m.exptime = (uint32_t)store_realtime(exptime);
+	m.stored = m.atime = (uint32_t)store_now();
+	return m;
+}
+
+/* append/prepend: ST_STORED, ST_NOT_STORED, ST_EXISTS or ST_NOMEM. */
+static enum store_result concat(struct lru_tenant *t, bool prepend, const char *key,
+				size_t keylen, const void *data, size_t vlen, uint64_t cas,
+				uint64_t *cas_out)
+{
+	unsigned tries;
+
+	for (tries = 0; tries < RMW_TRIES; tries++) {
+		struct copy old;
+		enum store_result r = copy_out(t, key, keylen, &old);
+		char *v;
+		int err;
+
+		if (r == ST_NOT_FOUND)
+			return ST_NOT_STORED;
+		if (r != ST_OK)
+			return r;
+		if (cas && old.meta.cas != cas) {
+			free(old.value);
+			return ST_EXISTS;
+		}
+		if (old.vlen + vlen > item_max) { /* as memcached: not stored */
+			free(old.value);
+			return ST_NOT_STORED;
+		}
+		v = malloc(old.vlen + vlen + 1);
+		if (!v) {
+			free(old.value);
+			return ST_NOMEM;
+		}
+		memcpy(v + (prepend ? vlen : 0), old.value, old.vlen);
+		memcpy(v + (prepend ? 0 : old.vlen), data, vlen);
+		free(old.value);
+		old.meta.stored = (uint32_t)store_now();
+		err = lru_store(t, key, keylen, v, old.vlen + vlen, &old.meta, LRU_IF_CAS, cas_out);
+		free(v);
+		if (err == 0)
+			return ST_STORED;
+		if (err == -ENOENT)
+			return ST_NOT_STORED;
+		if (err != -EEXIST)
+			return ST_NOMEM;
+		/* changed under us: read again */
+	}
+	return ST_NOT_STORED;
+}
+
+enum store_result store_update(enum store_mode mode, const char *key, size_t keylen,
+			       uint32_t flags, int64_t exptime, const void *data, size_t vlen,
+			       uint64_t cas, uint64_t *cas_out)
+{
+	struct lru_tenant *t = tenant_for_key(key, keylen);
+	struct lru_meta m = new_meta(flags, exptime, cas);
+	enum lru_cond cond = LRU_ALWAYS;
+	int err;
+
+	if (mode == SM_APPEND || mode == SM_PREPEND)
+		return concat(t, mode == SM_PREPEND, key, keylen, data, vlen, cas, cas_out);
+	if (vlen > item_max) {
+		/* As memcached: a failed set does not leave the old value behind. */
+		if (mode == SM_SET)
+			lru_delete(t, key, keylen);
+		return ST_TOO_LARGE;
+	}
+	switch (mode) {
+	case SM_ADD: cond = LRU_IF_ABSENT; break;
+	case SM_REPLACE: cond = LRU_IF_PRESENT; break;
+	case SM_CAS: cond = LRU_IF_CAS; break;
+	default: break;
+	}
+	err = lru_store(t, key, keylen, data, vlen, &m, cond, cas_out);
+	switch (err) {
+	case 0:
+		return ST_STORED;
+	case -EEXIST:
+		return mode == SM_CAS ? ST_EXISTS : ST_NOT_STORED;
+	case -ENOENT:
+		return mode == SM_CAS ? ST_NOT_FOUND : ST_NOT_STORED;
+	default:
+		if (mode == SM_SET)
+			lru_delete(t, key, keylen);
+		return ST_NOMEM;
+	}
+}
+
+enum store_result store_delete(const char *key, size_t keylen, uint64_t cas)
+{
+	switch (lru_delete_cas(tenant_for_key(key, keylen), key, keylen, cas)) {
+	case 0:
+		return ST_DELETED;
+	case -EEXIST:
+		return ST_EXISTS;
+	default:
+		return ST_NOT_FOUND;
+	}
+}
+
+static void touch_item(void *arg, struct lru_meta *m, const void *value, size_t vlen)
+{
+	(void)value;
+	(void)vlen;
+	m->exptime = (uint32_t)*(const int64_t *)arg;
+}
+
+enum store_result store_touch(const char *key, size_t keylen, int64_t exptime)
+{
+	int64_t when = store_realtime(exptime);
+
+	return lru_visit(tenant_for_key(key, keylen), key, keylen, LRU_VISIT_NOSTATS, touch_item,
+			 &when) == 0
+		       ? ST_TOUCHED
+		       : ST_NOT_FOUND;
+}
+
+/* A value incr/decr accepts: 1..20 digits, optionally followed by spaces
+ * (memcached pads a shrunk number with them). */
+static bool parse_counter(const char *v, size_t len, uint64_t *out)
+{
+	uint64_t x = 0;
+	size_t i = 0;
+
+	for (; i < len && v[i] >= '0' && v[i] <= '9'; i++) {
+		unsigned d = (unsigned)(v[i] - '0');
+
+		if (x > (UINT64_MAX - d) / 10)
+			return false;
+		x = x * 10 + d;
+	}
+	if (i == 0)
+		return false;
+	for (; i < len; i++)
+		if (v[i] != ' ')
+			return false;
+	*out = x;
+	return true;
+}
+
+enum store_result store_arith(const char *key, size_t keylen, const struct store_arith *a,
+			      struct store_arith_out *out)
+{
+	struct lru_tenant *t = tenant_for_key(key, keylen);
+	unsigned tries;
+
+	for (tries = 0; tries < RMW_TRIES; tries++) {
+		struct copy old;
+		enum store_result r = copy_out(t, key, keylen, &old);
+		char buf[24];
+		uint64_t val;
+		int len, err;
+
+		if (r == ST_NOT_FOUND && a->vivify) {
+			struct lru_meta m = new_meta(0, a->exptime, 0);
+
+			len = snprintf(buf, sizeof(buf), "%" PRIu64, a->initial);
+			err = lru_store(t, key, keylen, buf, (size_t)len, &m, LRU_IF_ABSENT, &out->cas);
+			if (err == -EEXIST)
+				continue;
+			if (err)
+				return ST_NOMEM;
+			out->value = a->initial;
+			out->exptime = m.exptime;
+			return ST_OK;
+		}
+		if (r != ST_OK)
+			return r;
+		if (a->cas && old.meta.cas != a->cas) {
+			free(old.value);
+			return ST_EXISTS;
+		}
+		if (!parse_counter(old.value, old.vlen, &val)) {
+			free(old.value);
+			return ST_NON_NUMERIC;
+		}
+		free(old.value);
+		if (a->incr)
+			val += a->delta; /* wraps at 2^64, as memcached */
+		else
+			val = a->delta > val ? 0 : val - a->delta;
+		len = snprintf(buf, sizeof(buf), "%" PRIu64, val);
+		/* As memcached, a number that got shorter keeps the item's length,
+		 * padded with spaces. */
+		if ((size_t)len < old.vlen && old.vlen < sizeof(buf)) {
+			memset(buf + len, ' ', old.vlen - (size_t)len);
+			len = (int)old.vlen;
+		}
+		old.meta.stored = (uint32_t)store_now();
+		err = lru_store(t, key, keylen, buf, (size_t)len, &old.meta, LRU_IF_CAS, &out->cas);
+		if (err == 0) {
+			out->value = val;
+			out->exptime = old.meta.exptime;
+			return ST_OK;
+		}
+		if (err == -ENOENT)
+			return ST_NOT_FOUND;
+		if (err != -EEXIST)
+			return ST_NOMEM;
+	}
+	return ST_NOT_FOUND;
+}
+
+static void clear_tenant(struct lru_tenant *t, void *arg)
+{
+	(void)arg;
+	lru_tenant_clear(t);
+}
+
+void store_flush(int64_t when)
+{
+	int64_t at = when > 0 ? store_realtime(when) : 0;
+
+	/* An absolute time already past flushes nothing (memcached 1.6.18). */
+	if (when > REALTIME_MAXDELTA && when <= store_now())
+		return;
+
+	if (at > store_now()) {
+		atomic_store_explicit(&flush_at, at, memory_order_relaxed);
+		return;
+	}
+	atomic_store_explicit(&flush_at, 0, memory_order_relaxed);
+	tenants_each(clear_tenant, NULL);
+}

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * storage.h: memcached's item semantics (storage.c) over examples/lru_cache:
+ * client flags, expiry, CAS uniques, conditional stores, append/prepend,
+ * incr/decr, touch and flush_all.  Keys go to their tenant (tenants.h).
+ * Every function is thread-safe.
+ */
+#ifndef SLCACHE_STORAGE_H
+#define SLCACHE_STORAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lru_cache.h"
+
+#define STORE_KEY_MAX LRU_KEY_MAX
+
+enum store_result {
+	ST_STORED,
+	ST_NOT_STORED,
+	ST_EXISTS,
+	ST_NOT_FOUND,
+	ST_DELETED,
+	ST_TOUCHED,
+	ST_OK,
+	ST_NOMEM,      /* SERVER_ERROR out of memory storing object          */
+	ST_TOO_LARGE,  /* SERVER_ERROR object too large for cache            */
+	ST_NON_NUMERIC /* incr/decr on a value that is not a decimal number */
+};
+
+enum store_mode { SM_SET, SM_ADD, SM_REPLACE, SM_APPEND, SM_PREPEND, SM_CAS };
+
+/* An item as a read sees it (before this read touched it). */
+struct item_view {
+	const void *value;
+	size_t vlen;
+	uint32_t flags;
+	uint64_t cas;
+	int64_t exptime;   /* absolute unix time, 0 = never                 */
+	int64_t atime;     /* last access, unix time                         */
+	bool fetched;      /* read before this read                          */
+};
+
+/* Receives a hit, under the tenant's lock: copy, do not block. */
+typedef void (*store_emit_fn)(void *arg, const struct item_view *v);
+
+/* Reads.  @touch: also set the expiry to @exptime (gat, mg T).  @nostats:
+ * count no hit or miss on the tenant. */
+struct store_read {
+	bool touch;
+	int64_t exptime;
+	bool nostats;
+};
+
+int store_start(size_t item_max);
+void store_stop(void);
+
+/** ST_OK after calling @emit, or ST_NOT_FOUND. */
+enum store_result store_get(const char *key, size_t keylen, const struct store_read *how,
+			    store_emit_fn emit, void *arg);
+
+/** set/add/replace/append/prepend/cas; @cas is the expected unique (cas, and
+ * append/prepend when nonzero).  *@cas_out, if not NULL, gets the new one. */
+enum store_result store_update(enum store_mode mode, const char *key, size_t keylen,
+			       uint32_t flags, int64_t exptime, const void *data, size_t vlen,
+			       uint64_t cas, uint64_t *cas_out);
+
+/** ST_DELETED, ST_NOT_FOUND, or ST_EXISTS when @cas (nonzero) differs. */
+enum store_result store_delete(const char *key, size_t keylen, uint64_t cas);
+
+/* incr/decr; with @vivify a missing key is created with @initial (ma N). */
+struct store_arith {
+	bool incr;
+	uint64_t delta;
+	uint64_t cas;        /* expected unique, 0 = any            */
+	bool vivify;
+	uint64_t initial;
+	int64_t exptime;     /* for a vivified item                  */
+};
+
+struct store_arith_out {
+	uint64_t value;
+	uint64_t cas;
+	int64_t exptime;
+};
+
+/** ST_OK with the new value, its cas and expiry in *@out, ST_NOT_FOUND,
+ * ST_EXISTS (cas differs), ST_NON_NUMERIC or ST_NOMEM. */
+enum store_result store_arith(const char *key, size_t keylen, const struct store_arith *a,
+			      struct store_arith_out *out);
+
+enum store_result store_touch(const char *key, size_t keylen, int64_t exptime);
+
+/** flush_all: @when as an exptime (0 or past: now; else relative or absolute). */
+void store_flush(int64_t when);
+
+/** memcached's exptime rule: 0 never, negative already expired, up to 30
+ * days relative, beyond that an absolute unix time. */
+int64_t store_realtime(int64_t exptime);
+
+int64_t store_now(void);
+
+#endif /* SLCACHE_STORAGE_H */
