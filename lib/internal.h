@@ -189,6 +189,9 @@ bool sl__limits_valid(const struct sl_limits *lim);
 bool sl__is_ancestor(const sl_group *anc, const sl_group *g);
 sl_group *sl__child_find(sl_group *parent, const char *name, size_t len);
 
+/* openmetrics.c: sl_group_dump()'s SL_DUMP_OPENMETRICS */
+int sl__dump_openmetrics(sl_group *scope, char *buf, size_t size, size_t *needed);
+
 /* reclaim.c */
 extern _Thread_local unsigned sl__tls_reclaim_owner;
 uint64_t sl__reclaim_for_charge(sl_group *at, uint64_t need);

@@ -25,9 +25,10 @@ sl_clang_rt_package() {
 SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev)
 # shellcheck disable=SC2034
 # libmemcached-tools (memccapable, memcaslap) and memcached: the slcache
-# server's protocol test and benchmark.
+# server's protocol test and benchmark.  python3-prometheus-client: the
+# OpenMetrics parser that checks sl_group_dump()'s SL_DUMP_OPENMETRICS.
 SL_TEST_PACKAGES=("${SL_BUILD_PACKAGES[@]}" g++ clang "$(sl_clang_rt_package)" check
-	libmemcached-tools memcached)
+	libmemcached-tools memcached python3-prometheus-client)
 
 sl_missing_packages() {
 	local pkg status
