@@ -27,8 +27,9 @@ SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev)
 # libmemcached-tools (memccapable, memcaslap) and memcached: the slcache
 # server's protocol test and benchmark.  python3-prometheus-client: the
 # OpenMetrics parser that checks sl_group_dump()'s SL_DUMP_OPENMETRICS.
+# mandoc: the manual pages' lint.  man-db: `man -w` on the installed pages.
 SL_TEST_PACKAGES=("${SL_BUILD_PACKAGES[@]}" g++ clang "$(sl_clang_rt_package)" check
-	libmemcached-tools memcached python3-prometheus-client)
+	libmemcached-tools memcached python3-prometheus-client mandoc man-db)
 
 sl_missing_packages() {
 	local pkg status
