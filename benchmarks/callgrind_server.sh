@@ -6,7 +6,8 @@
 # time, so that it does not move with the VM's +-20% noise.
 #
 # Each variant (slcache, slcache --no-arenas, slcache --no-accounting) runs
-# twice under callgrind, one worker thread, -m 8 and four tenants:
+# twice under callgrind, one worker thread and four tenants, in two
+# scenarios (evicting: -m 8, every set charges at max; fitting: -m 64):
 #   base: the warm-up only (every key set once: the cache fills and evicts);
 #   full: the same warm-up, then SL_CG_REQUESTS (default 20000) requests of
 #         a 90% get / 10% set mix (benchmarks/callgrind_client.py).
@@ -28,7 +29,7 @@ SL_PROG=benchmarks/callgrind_server.sh
 
 case ${1:-} in
 -h | --help)
-	sed -n '3,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '3,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 "") ;;
