@@ -374,4 +374,7 @@ extern const struct sl__policy sl__policy_guarantee;
 extern const struct sl__policy sl__policy_gatekeeper;
 extern const struct sl__policy sl__policy_protection;
 
+/* ---- 8: openmetrics.c: sl_group_dump()'s SL_DUMP_OPENMETRICS ---- */
+int sl__dump_openmetrics(sl_group *scope, char *buf, size_t size, size_t *needed);
+
 #endif /* SL_INTERNAL_H */

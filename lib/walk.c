@@ -230,6 +230,8 @@ int sl_group_dump(sl_group *scope, enum sl_dump_format format, char *buf, size_t
 	struct dump d = { .o = { .buf = buf, .size = size }, .fmt = format, .scope = scope, .first = true };
 	int rc;
 
+	if (format == SL_DUMP_OPENMETRICS) /* written family by family: lib/openmetrics.c */
+		return sl__dump_openmetrics(scope, buf, size, needed);
 	if (!sl__group_valid(scope) || (format != SL_DUMP_TEXT && format != SL_DUMP_JSON) ||
 	    (!buf && size))
 		return -EINVAL;

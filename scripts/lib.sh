@@ -25,9 +25,14 @@ sl_clang_rt_package() {
 SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev)
 # shellcheck disable=SC2034
 # libmemcached-tools (memccapable, memcaslap) and memcached: the slcache
-# server's protocol test and benchmark.  abigail-tools: the ABI check.
+# server's protocol test and benchmark.  python3-prometheus-client: the
+# OpenMetrics parser that checks sl_group_dump()'s SL_DUMP_OPENMETRICS.
+# mandoc: the manual pages' lint.  man-db: `man -w` on the installed pages.
+# dpkg-dev, debhelper, lintian: the Debian packages' test.  abigail-tools:
+# the ABI check.
 SL_TEST_PACKAGES=("${SL_BUILD_PACKAGES[@]}" g++ clang "$(sl_clang_rt_package)" check
-	libmemcached-tools memcached abigail-tools)
+	libmemcached-tools memcached python3-prometheus-client mandoc man-db
+	dpkg-dev debhelper lintian abigail-tools)
 
 sl_missing_packages() {
 	local pkg status

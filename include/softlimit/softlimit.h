@@ -410,6 +410,11 @@ SL_API int sl_group_path(const sl_group *g, char *buf, size_t size);
 enum sl_dump_format {
 	SL_DUMP_TEXT = 0, /* one aligned line per group, indented by depth */
 	SL_DUMP_JSON = 1, /* one JSON object: {"groups":[{"path":..., "usage":..., ...}, ...]} */
+	/* OpenMetrics text (Prometheus): a family per counter and limit, e.g.
+	 * softlimit_usage_bytes{group="/a/b"}, amounts labelled bytes, unlimited
+	 * limits as +Inf, then "# EOF".  Serve it as
+	 * application/openmetrics-text; version=1.0.0; charset=utf-8. */
+	SL_DUMP_OPENMETRICS = 2,
 };
 
 /**
