@@ -192,16 +192,6 @@ static void om_family(struct om_out *o, const struct om_family *f, const struct 
 	}
 }
 
-static const char *policy_name(enum sl_policy p)
-{
-	switch (p) {
-	case SL_POLICY_GUARANTEE: return "guarantee";
-	case SL_POLICY_GATEKEEPER: return "gatekeeper";
-	case SL_POLICY_PROTECTION: return "protection";
-	}
-	return "unknown";
-}
-
 int sl__dump_openmetrics(sl_group *scope, char *buf, size_t size, size_t *needed)
 {
 	struct om_copy c = { 0 };
@@ -214,7 +204,7 @@ int sl__dump_openmetrics(sl_group *scope, char *buf, size_t size, size_t *needed
 	rc = sl_group_walk(scope, om_collect, &c);
 	if (rc == 0) {
 		om_emit(&o, "# TYPE softlimit_tree info\n# HELP softlimit_tree The tree's soft-limit policy.\n");
-		om_emit(&o, "softlimit_tree_info{policy=\"%s\"} 1\n", policy_name(scope->tree->policy));
+		om_emit(&o, "softlimit_tree_info{policy=\"%s\"} 1\n", scope->tree->policy->name);
 		for (i = 0; i < sizeof(families) / sizeof(families[0]); i++)
 			om_family(&o, &families[i], &c);
 		om_emit(&o, "# EOF\n");
