@@ -30,7 +30,7 @@ fi
 log "dpkg-buildpackage -us -uc -b (log: $work/build.log)"
 (cd "$work/src/softlimit" && dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1 ||
 	{ tail -n 30 "$work/build.log"; die "dpkg-buildpackage failed"; }
-for pkg in libsoftlimit0 libsoftlimit-dev libsoftlimit-jemalloc0 libsoftlimit-jemalloc-dev slcache; do
+for pkg in libsoftlimit0.2 libsoftlimit-dev libsoftlimit-jemalloc0.2 libsoftlimit-jemalloc-dev slcache; do
 	ls "$work/src/${pkg}"_*.deb >/dev/null 2>&1 || die "no ${pkg} package was built"
 done
 # dpkg-gensymbols: the symbols files must match what the libraries export.
@@ -52,7 +52,7 @@ done
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 usr=$work/root/usr
 libdir=$usr/lib/$multiarch
-[ -e "$libdir/libsoftlimit.so.0" ] || die "no libsoftlimit.so.0 in the packages"
+[ -e "$libdir/libsoftlimit.so.0.2" ] || die "no libsoftlimit.so.0.2 in the packages"
 
 log "man pages"
 man -M "$usr/share/man" -w sl_charge sl_uncharge sl_jemalloc_free softlimit slcache >/dev/null ||
@@ -65,7 +65,7 @@ pc() { PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --define-variable=prefix="$u
 cc -std=c11 -Wall -Wextra -Werror -o "$work/consumer-pc" "$src/tests/install/consumer.c" \
 	$(pc --cflags softlimit) $(pc --libs softlimit)
 LD_LIBRARY_PATH=$libdir "$work/consumer-pc"
-LD_LIBRARY_PATH=$libdir ldd "$work/consumer-pc" | grep -q "$libdir/libsoftlimit.so.0" ||
+LD_LIBRARY_PATH=$libdir ldd "$work/consumer-pc" | grep -q "$libdir/libsoftlimit.so.0.2" ||
 	die "consumer-pc did not load the packaged libsoftlimit"
 pc --exists softlimit-jemalloc || die "pkg-config cannot find the packaged softlimit-jemalloc"
 
