@@ -57,6 +57,8 @@ static const char *const variant_names[V_COUNT] = {
 #define GOAL_POINTS 0.02 /* whole cache within 2 points of the shared LRU  */
 
 static bool g_json_only;
+/* --server-ttl: expire as memcached and slcache do (below). */
+static bool g_server_ttl;
 
 static void fatal(const char *fmt, ...)
 {
@@ -211,13 +213,32 @@ static void expiry_free(struct expiry_map *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Records that the item under @h was stored at @now with @ttl_ms. */
+/*
+ * Records that the item under @h was stored at @now with @ttl_ms.  With
+ * --server-ttl, as a memcached-protocol server sees it: the TTL is sent in
+ * whole seconds rounded up, and added to a clock that counts whole seconds,
+ * so the item is gone once the clock's second reaches floor(now) + ceil(ttl):
+ * a 0.3 s TTL lives 0 to 1 s.  trace_replay's figures are comparable with
+ * these.
+ */
 static void expiry_store(struct expiry_map *m, uint64_t h, uint64_t now, uint64_t ttl_ms)
 {
 	uint64_t *w = expiry_slot(m, h, ttl_ms != 0);
 
-	if (w)
-		*w = ttl_ms ? now + ttl_ms : 0;
+	if (!w)
+		return;
+	if (!ttl_ms)
+		*w = 0;
+	else if (g_server_ttl)
+		*w = now / 1000 * 1000 + (ttl_ms + 999) / 1000 * 1000;
+	else
+		*w = now + ttl_ms;
+}
+
+/* The clock expiry is compared with: whole seconds with --server-ttl. */
+static uint64_t expiry_clock(uint64_t now)
+{
+	return g_server_ttl ? now / 1000 * 1000 : now;
 }
 
 /* True when @key is in @t and has not expired; an expired item is deleted.
@@ -234,7 +255,7 @@ static bool present(struct lru_tenant *t, struct expiry_map *m, uint64_t h, cons
 	if (rc != 0)
 		fatal("lru_get = %d", rc);
 	w = m->used ? expiry_slot(m, h, false) : NULL;
-	if (w && *w && now >= *w) {
+	if (w && *w && expiry_clock(now) >= *w) {
 		rc = lru_delete(t, key, keylen);
 		if (rc != 0)
 			fatal("lru_delete of an expired item = %d", rc);
@@ -715,6 +736,8 @@ static void usage(FILE *f)
 		"                  '-' is stdin)\n"
 		"  --soft T=BYTES  tenant T's soft limit (with --trace; overrides '# soft:' lines)\n"
 		"  --warmup N      requests not counted (with --trace; default '# warmup:' or 0)\n"
+		"  --server-ttl    expire as a memcached-protocol server does: TTLs rounded up to\n"
+		"                  whole seconds on a clock of whole seconds (compare with trace_replay)\n"
 		"  --json-only     only the JSON lines on stdout\n"
 		"  --help          this text\n"
 		"\n"
@@ -788,6 +811,8 @@ int main(int argc, char **argv)
 			}
 			mix_only[n_mix_only++] = val;
 			i++;
+		} else if (strcmp(a, "--server-ttl") == 0) {
+			g_server_ttl = true;
 		} else if (val && strcmp(a, "--stats") == 0) {
 			stats = val;
 			i++;

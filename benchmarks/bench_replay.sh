@@ -6,8 +6,11 @@
 # simulated by bench_isolation --trace and replayed by trace_replay against
 # examples/slcache under each policy, slcache --no-accounting (one shared
 # LRU) and Debian's memcached, each with the trace's budget as its memory
-# (-m 16).  slcache gets the trace's soft limits as --tenant NAME:soft=BYTES
-# (trace_replay --slcache-args).
+# (-m 16), and slcache --no-arenas --policy guarantee (items from malloc,
+# charged their exact size, as the simulation does).  slcache gets the
+# trace's soft limits as --tenant NAME:soft=BYTES (trace_replay
+# --slcache-args).  The simulation runs with --server-ttl: TTLs on whole
+# seconds, as the servers keep them.
 #
 # The traces are `gen_trace --quick MIX` (16 MiB, 300000 requests, 10000
 # requests per trace second), the very requests of `bench_isolation --quick
@@ -32,7 +35,7 @@ for arg in "$@"; do
 	case $arg in
 	--quick) QUICK=1 ;;
 	-h | --help)
-		sed -n '4,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '4,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	-*)
@@ -105,7 +108,7 @@ stop_server() {
 }
 
 K=0
-N=$((${#MIXES[@]} * (5 + 1)))
+N=$((${#MIXES[@]} * (6 + 1)))
 [ -z "$MEMCACHED" ] || N=$((N + ${#MIXES[@]}))
 step() {
 	K=$((K + 1))
@@ -116,8 +119,8 @@ for mix in "${MIXES[@]}"; do
 	T=$D/$mix.txt
 	log "==> $mix: gen_trace --quick $mix ${T#"$SL_ROOT"/}"
 	"$BIN/gen_trace" --quick "$mix" "$T"
-	step "$mix: bench_isolation --trace (the simulation)"
-	"$BIN/bench_isolation" --json-only --trace "$T"
+	step "$mix: bench_isolation --server-ttl --trace (the simulation)"
+	"$BIN/bench_isolation" --json-only --server-ttl --trace "$T"
 
 	read -r -a SLARGS < <("$BIN/trace_replay" --slcache-args "$T")
 	for policy in guarantee gatekeeper protection; do
@@ -126,6 +129,10 @@ for mix in "${MIXES[@]}"; do
 		"$BIN/trace_replay" --port "$SRV_PORT" --label "slcache-$policy" "$T"
 		stop_server
 	done
+	step "$mix: slcache --no-arenas --policy guarantee (items from malloc, charged exactly)"
+	start_server "$SLCACHE" -t 1 --no-arenas --policy guarantee "${SLARGS[@]}"
+	"$BIN/trace_replay" --port "$SRV_PORT" --label "slcache-noarenas-guarantee" "$T"
+	stop_server
 	step "$mix: slcache --no-accounting -m $BUDGET_MB (one shared LRU)"
 	start_server "$SLCACHE" -t 1 --no-accounting -m "$BUDGET_MB"
 	"$BIN/trace_replay" --port "$SRV_PORT" --label "slcache-shared" "$T"

@@ -315,8 +315,8 @@ def tables(res):
         print(table(keys, [[r.get(k, "") for k in keys] for r in rows]))
 
 
-REPLAY_SERVERS = ["slcache-shared", "memcached", "slcache-guarantee", "slcache-gatekeeper",
-                  "slcache-protection"]
+REPLAY_SERVERS = ["slcache-shared", "memcached", "slcache-guarantee", "slcache-noarenas-guarantee",
+                  "slcache-gatekeeper", "slcache-protection"]
 
 
 def replay_tables(res):
@@ -335,6 +335,8 @@ def replay_tables(res):
             ("memcached", None, "memcached")]
     for p in POLICIES:
         cols += [("sim " + p, p, None), ("slcache " + p, None, "slcache-" + p)]
+        if p == "guarantee":
+            cols.append(("slcache --no-arenas " + p, None, "slcache-noarenas-" + p))
     for tr in traces:
         mix = "trace:" + tr
         servers = [s for s in REPLAY_SERVERS if any(r["server"] == s for r in rep if r["trace"] == tr)]

@@ -5,7 +5,8 @@
 # and TTLs as isolation_trace.h says: a read counts a hit or a miss, a
 # getset fills on a miss, get does not, delete removes, replace needs the
 # item, an item past its TTL misses and counts as expired, touch moves the
-# expiry.  The expected counts are worked out by hand in the comments; the
+# expiry, and --server-ttl keeps TTLs as a memcached-protocol server does.
+# The expected counts are worked out by hand in the comments; the
 # cache is large enough that nothing is evicted, so every variant agrees.
 set -eu
 
@@ -54,3 +55,25 @@ for v in shared static guarantee gatekeeper protection; do
 	esac
 done
 echo "trace_ops: $n variants replayed every op as specified"
+
+# --server-ttl: a 0.3 s TTL set at 0.9 s is rounded up to 1 s and counted on
+# a clock of whole seconds, so the item is gone at 1.0 s; exactly, it lives
+# until 1.2 s.  The read at 1.05 s hits exactly and misses with --server-ttl.
+cat >"$T" <<'TRACE'
+# soft: t 100000
+0.9 t a 10 set 0.3
+1.05 t a 10 get
+TRACE
+exact=$("$BENCH" --trace "$T" --json-only | grep '"variant":"shared","tenant":"t"')
+server=$("$BENCH" --trace "$T" --json-only --server-ttl | grep '"variant":"shared","tenant":"t"')
+case $exact in *'"gets":1,"hit_ratio":1.0000,'*) ;; *)
+	echo "trace_ops: exact TTL: want a hit; got $exact" >&2
+	exit 1
+	;;
+esac
+case $server in *'"gets":1,"hit_ratio":0.0000,'*'"expired":1,'*) ;; *)
+	echo "trace_ops: --server-ttl: want an expired miss; got $server" >&2
+	exit 1
+	;;
+esac
+echo "trace_ops: --server-ttl expires on whole seconds"
