@@ -42,6 +42,7 @@
 
 #include "isolation_trace.h"
 #include "lru_cache.h"
+#include "twitter_mix.h"
 
 #define MiB ((uint64_t)1 << 20)
 
@@ -56,6 +57,8 @@ static const char *const variant_names[V_COUNT] = {
 #define GOAL_POINTS 0.02 /* whole cache within 2 points of the shared LRU  */
 
 static bool g_json_only;
+/* --server-ttl: expire as memcached and slcache do (below). */
+static bool g_server_ttl;
 
 static void fatal(const char *fmt, ...)
 {
@@ -94,6 +97,7 @@ static double now_s(void)
 
 struct tenant_result {
 	uint64_t gets, hits, set_fails;
+	uint64_t expired; /* items found expired (and deleted)             */
 	uint64_t bytes;  /* held at the end                               */
 	uint64_t low;    /* events_low: reclaimed within its soft limit    */
 };
@@ -140,34 +144,215 @@ static void value_buffer(uint32_t max_size)
 	g_value_len = want;
 }
 
-/* A get, then a set on a miss.  Returns true on a hit. */
-static bool request(struct lru_tenant *t, const struct iso_trace *tr, const struct iso_req *q,
-		    struct tenant_result *res, bool count)
-{
-	const char *key = tr->pool + q->key_off;
-	int rc = lru_get(t, key, q->keylen, NULL, 0, NULL);
+/*
+ * TTLs.  lru_cache has no expiry of its own, so the replay keeps each
+ * item's expiry time beside it, keyed by a hash of (tenant, key), and
+ * expires lazily as memcached does without its crawler: an expired item
+ * stays charged until a request finds it, which then deletes it.  The map
+ * only grows while a trace stores items with a TTL: a trace without TTLs
+ * never touches it, and replays as it did before TTLs existed.
+ */
+struct expiry_map {
+	uint64_t *keys;  /* hash | 1, 0 = empty */
+	uint64_t *when;  /* expiry, trace ms; 0 = never */
+	size_t cap, used;
+};
 
-	if (rc == 0) {
-		if (count) {
-			res->gets++;
-			res->hits++;
-		}
-		return true;
+static uint64_t item_hash(uint32_t node, const char *key, size_t len)
+{
+	uint64_t h = UINT64_C(14695981039346656037) ^ node;
+
+	while (len--) {
+		h ^= (unsigned char)*key++;
+		h *= UINT64_C(1099511628211);
 	}
-	if (rc != -ENOENT)
+	h ^= h >> 29;
+	return h | 1;
+}
+
+static uint64_t *expiry_slot(struct expiry_map *m, uint64_t h, bool add)
+{
+	size_t i;
+
+	if (add && (m->used + 1) * 2 > m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 4096;
+		uint64_t *k = calloc(cap, sizeof(*k)), *w = calloc(cap, sizeof(*w));
+
+		if (!k || !w)
+			fatal("out of memory (expiry map of %zu entries)", cap);
+		for (size_t j = 0; j < m->cap; j++) {
+			if (!m->keys[j])
+				continue;
+			for (i = (size_t)(m->keys[j] >> 7) & (cap - 1); k[i]; i = (i + 1) & (cap - 1))
+				;
+			k[i] = m->keys[j];
+			w[i] = m->when[j];
+		}
+		free(m->keys);
+		free(m->when);
+		m->keys = k;
+		m->when = w;
+		m->cap = cap;
+	}
+	if (!m->cap)
+		return NULL;
+	for (i = (size_t)(h >> 7) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1))
+		if (m->keys[i] == h)
+			return &m->when[i];
+	if (!add)
+		return NULL;
+	m->keys[i] = h;
+	m->used++;
+	return &m->when[i];
+}
+
+static void expiry_free(struct expiry_map *m)
+{
+	free(m->keys);
+	free(m->when);
+	memset(m, 0, sizeof(*m));
+}
+
+/*
+ * Records that the item under @h was stored at @now with @ttl_ms.  With
+ * --server-ttl, as a memcached-protocol server sees it: the TTL is sent in
+ * whole seconds rounded up, and added to a clock that counts whole seconds,
+ * so the item is gone once the clock's second reaches floor(now) + ceil(ttl):
+ * a 0.3 s TTL lives 0 to 1 s.  trace_replay's figures are comparable with
+ * these.
+ */
+static void expiry_store(struct expiry_map *m, uint64_t h, uint64_t now, uint64_t ttl_ms)
+{
+	uint64_t *w = expiry_slot(m, h, ttl_ms != 0);
+
+	if (!w)
+		return;
+	if (!ttl_ms)
+		*w = 0;
+	else if (g_server_ttl)
+		*w = now / 1000 * 1000 + (ttl_ms + 999) / 1000 * 1000;
+	else
+		*w = now + ttl_ms;
+}
+
+/* The clock expiry is compared with: whole seconds with --server-ttl. */
+static uint64_t expiry_clock(uint64_t now)
+{
+	return g_server_ttl ? now / 1000 * 1000 : now;
+}
+
+/* True when @key is in @t and has not expired; an expired item is deleted.
+ * A lookup moves the item to the front of its LRU, as memcached bumps an
+ * item that a command finds.  @vlen receives its length. */
+static bool present(struct lru_tenant *t, struct expiry_map *m, uint64_t h, const char *key,
+		    size_t keylen, uint64_t now, size_t *vlen, struct tenant_result *res)
+{
+	int rc = lru_get(t, key, keylen, NULL, 0, vlen);
+	uint64_t *w;
+
+	if (rc == -ENOENT)
+		return false;
+	if (rc != 0)
 		fatal("lru_get = %d", rc);
-	if (count)
-		res->gets++;
-	if (q->size > LRU_VALUE_MAX) {
-		res->set_fails++;
+	w = m->used ? expiry_slot(m, h, false) : NULL;
+	if (w && *w && expiry_clock(now) >= *w) {
+		rc = lru_delete(t, key, keylen);
+		if (rc != 0)
+			fatal("lru_delete of an expired item = %d", rc);
+		*w = 0;
+		res->expired++;
 		return false;
 	}
-	rc = lru_set(t, key, q->keylen, g_value, q->size);
-	if (rc == -ENOMEM)
+	return true;
+}
+
+/* Stores @size bytes under @key; counts a failure that did not fit. */
+static void store(struct lru_tenant *t, struct expiry_map *m, uint64_t h, const char *key,
+		  size_t keylen, uint64_t size, uint64_t now, uint64_t ttl_ms, bool keep_expiry,
+		  struct tenant_result *res)
+{
+	int rc;
+
+	if (size > LRU_VALUE_MAX) {
 		res->set_fails++;
-	else if (rc != 0)
+		return;
+	}
+	if (size > g_value_len)
+		value_buffer((uint32_t)(size < UINT32_MAX ? size : UINT32_MAX));
+	rc = lru_set(t, key, keylen, g_value, (size_t)size);
+	if (rc == -ENOMEM) {
+		res->set_fails++;
+		return;
+	}
+	if (rc != 0)
 		fatal("lru_set = %d", rc);
-	return false;
+	if (!keep_expiry && (m->used || ttl_ms))
+		expiry_store(m, h, now, ttl_ms);
+}
+
+/*
+ * One request of the trace (isolation_trace.h gives each op's meaning).
+ * Only reads count hits and misses; a getset's fill and every write that
+ * does not fit count set_fails.  Returns true on a read hit.
+ */
+static bool request(struct lru_tenant *t, struct expiry_map *m, const struct iso_trace *tr,
+		    const struct iso_req *q, struct tenant_result *res, bool count)
+{
+	const char *key = tr->pool + q->key_off;
+	uint64_t h = m->used || q->ttl_ms ? item_hash(q->node, key, q->keylen) : 0;
+	size_t vlen = 0;
+	bool hit = false;
+
+	switch ((enum iso_op)q->op) {
+	case ISO_GETSET:
+	case ISO_GET:
+	case ISO_GETS:
+		hit = present(t, m, h, key, q->keylen, q->time_ms, NULL, res);
+		if (count) {
+			res->gets++;
+			res->hits += hit;
+		}
+		if (!hit && q->op == ISO_GETSET)
+			store(t, m, h, key, q->keylen, q->size, q->time_ms, q->ttl_ms, false, res);
+		break;
+	case ISO_SET:
+		store(t, m, h, key, q->keylen, q->size, q->time_ms, q->ttl_ms, false, res);
+		break;
+	case ISO_ADD:
+		if (!present(t, m, h, key, q->keylen, q->time_ms, NULL, res))
+			store(t, m, h, key, q->keylen, q->size, q->time_ms, q->ttl_ms, false, res);
+		break;
+	case ISO_REPLACE:
+	case ISO_CAS: /* no contention in a replay: a cas succeeds when the item is there */
+		if (present(t, m, h, key, q->keylen, q->time_ms, NULL, res))
+			store(t, m, h, key, q->keylen, q->size, q->time_ms, q->ttl_ms, false, res);
+		break;
+	case ISO_APPEND:
+	case ISO_PREPEND: /* the item grows and keeps its expiry */
+		if (present(t, m, h, key, q->keylen, q->time_ms, &vlen, res))
+			store(t, m, h, key, q->keylen, (uint64_t)vlen + q->size, q->time_ms, 0, true,
+			      res);
+		break;
+	case ISO_DELETE: {
+		int rc = lru_delete(t, key, q->keylen);
+
+		if (rc != 0 && rc != -ENOENT)
+			fatal("lru_delete = %d", rc);
+		break;
+	}
+	case ISO_INCR:
+	case ISO_DECR: /* in place: the size does not change */
+		present(t, m, h, key, q->keylen, q->time_ms, NULL, res);
+		break;
+	case ISO_TOUCH:
+		if (present(t, m, h, key, q->keylen, q->time_ms, NULL, res) && (m->used || q->ttl_ms))
+			expiry_store(m, h ? h : item_hash(q->node, key, q->keylen), q->time_ms,
+				     q->ttl_ms);
+		break;
+	default:
+		fatal("bad op %u", (unsigned)q->op);
+	}
+	return hit;
 }
 
 static struct tenant_result *results_alloc(int n)
@@ -185,6 +370,7 @@ static void run_variant(struct mix_result *m, enum variant v)
 	struct tenant_result *res = results_alloc(tr->nnodes);
 	struct lru_tenant **ten = calloc((size_t)tr->nnodes, sizeof(*ten));
 	struct lru_cache *c;
+	struct expiry_map exp = {0};
 	uint64_t soft_sum = 0, share = 0, hits = 0, gets = 0;
 	int nzero = 0, rc;
 	double t0 = now_s();
@@ -236,8 +422,9 @@ static void run_variant(struct mix_result *m, enum variant v)
 	for (size_t q = 0; q < tr->nreqs; q++) {
 		const struct iso_req *r = &tr->reqs[q];
 
-		request(ten[r->node], tr, r, &res[r->node], q >= tr->warmup);
+		request(ten[r->node], &exp, tr, r, &res[r->node], q >= tr->warmup);
 	}
+	expiry_free(&exp);
 
 	for (int i = 0; i < tr->nnodes; i++) {
 		struct lru_stats ls;
@@ -269,6 +456,7 @@ static void run_alone(struct mix_result *m)
 	const struct iso_trace *tr = m->trace;
 	struct lru_cache **caches = calloc((size_t)tr->nnodes, sizeof(*caches));
 	struct lru_tenant **ten = calloc((size_t)tr->nnodes, sizeof(*ten));
+	struct expiry_map exp = {0};
 	int rc;
 
 	m->alone = results_alloc(tr->nnodes);
@@ -287,8 +475,9 @@ static void run_alone(struct mix_result *m)
 		const struct iso_req *r = &tr->reqs[q];
 
 		if (ten[r->node])
-			request(ten[r->node], tr, r, &m->alone[r->node], q >= tr->warmup);
+			request(ten[r->node], &exp, tr, r, &m->alone[r->node], q >= tr->warmup);
 	}
+	expiry_free(&exp);
 	for (int i = 0; i < tr->nnodes; i++)
 		lru_cache_destroy(caches[i]);
 	free(caches);
@@ -323,6 +512,8 @@ static void print_json(const struct mix_result *m)
 			} else {
 				printf("\"alone_hit_ratio\":null,\"ratio_to_alone\":null,");
 			}
+			if (tr->has_ttl)
+				printf("\"expired\":%" PRIu64 ",", r->expired);
 			printf("\"bytes\":%" PRIu64 ",\"set_fails\":%" PRIu64 ",\"low_events\":%" PRIu64 "}\n",
 			       r->bytes, r->set_fails, r->low);
 		}
@@ -506,6 +697,17 @@ static void run_mix(struct iso_trace *tr, struct goal_tally *tally, int idx, int
 	free(m.alone);
 }
 
+/* The mixes: the synthetic ones, then the Twitter-shaped ones. */
+static int mix_count(void)
+{
+	return iso_mix_count() + tw_mix_count();
+}
+
+static const char *mix_name(int k)
+{
+	return k < iso_mix_count() ? iso_mix_name(k) : tw_mix_name(k - iso_mix_count());
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -521,16 +723,21 @@ static void usage(FILE *f)
 		"\n"
 		"  --quick         16 MiB budget, 300000 requests per mix (default 64 MiB, 2000000)\n"
 		"  --mix NAME      run only this mix (repeatable):");
-	for (int i = 0; i < iso_mix_count(); i++)
-		fprintf(f, " %s", iso_mix_name(i));
+	for (int i = 0; i < mix_count(); i++)
+		fprintf(f, "%s%s", i == iso_mix_count() ? "\n                  " : " ", mix_name(i));
 	fprintf(f,
 		"\n"
+		"  --stats FILE    the Twitter cluster table for the twitter-* mixes\n"
+		"                  (default %s)\n"
 		"  --requests N    requests per mix\n"
 		"  --budget BYTES  the cache's budget (suffixes K, M, G)\n"
 		"  --seed N        the mixes' seed (default 1)\n"
-		"  --trace FILE    replay FILE instead (\"time tenant key size\" per line; '-' is stdin)\n"
+		"  --trace FILE    replay FILE instead (\"time tenant key size [op [ttl]]\" per line;\n"
+		"                  '-' is stdin)\n"
 		"  --soft T=BYTES  tenant T's soft limit (with --trace; overrides '# soft:' lines)\n"
 		"  --warmup N      requests not counted (with --trace; default '# warmup:' or 0)\n"
+		"  --server-ttl    expire as a memcached-protocol server does: TTLs rounded up to\n"
+		"                  whole seconds on a clock of whole seconds (compare with trace_replay)\n"
 		"  --json-only     only the JSON lines on stdout\n"
 		"  --help          this text\n"
 		"\n"
@@ -539,7 +746,8 @@ static void usage(FILE *f)
 		"   ...,\"hit_ratio\":0.91,\"alone_hit_ratio\":0.93,\"ratio_to_alone\":0.98,...}\n"
 		"  {\"bench\":\"isolation_total\",\"mix\":\"zipf-mix\",\"variant\":\"guarantee\",\"hit_ratio\":0.80,...}\n"
 		"  {\"bench\":\"isolation_goal\",\"mix\":\"zipf-mix\",\"goal\":\"...\",\"value\":...,\"met\":true,...}\n"
-		"Exit status: 0 done (goals met or not), 1 an error, 2 bad arguments.\n");
+		"Exit status: 0 done (goals met or not), 1 an error, 2 bad arguments.\n",
+		SL_TWITTER_STATS);
 }
 
 static int parse_bytes(const char *s, uint64_t *out)
@@ -571,7 +779,8 @@ static int parse_bytes(const char *s, uint64_t *out)
 int main(int argc, char **argv)
 {
 	bool quick = false;
-	const char *trace_file = NULL, *mix_only[MAX_ARGS];
+	const char *trace_file = NULL, *mix_only[MAX_ARGS], *stats = SL_TWITTER_STATS;
+	struct tw_table tab = {0};
 	const char *soft_args[MAX_ARGS];
 	int n_mix_only = 0, n_soft = 0, count = 0, idx = 0;
 	uint64_t budget = 0, seed = 1, requests = 0, warmup = 0;
@@ -593,14 +802,19 @@ int main(int argc, char **argv)
 		} else if (val && strcmp(a, "--mix") == 0 && n_mix_only < MAX_ARGS) {
 			bool known = false;
 
-			for (int k = 0; k < iso_mix_count(); k++)
-				known |= strcmp(iso_mix_name(k), val) == 0;
+			for (int k = 0; k < mix_count(); k++)
+				known |= strcmp(mix_name(k), val) == 0;
 			if (!known) {
 				fprintf(stderr, "bench_isolation: unknown mix '%s'\n", val);
 				usage(stderr);
 				return 2;
 			}
 			mix_only[n_mix_only++] = val;
+			i++;
+		} else if (strcmp(a, "--server-ttl") == 0) {
+			g_server_ttl = true;
+		} else if (val && strcmp(a, "--stats") == 0) {
+			stats = val;
 			i++;
 		} else if (val && strcmp(a, "--trace") == 0) {
 			trace_file = val;
@@ -689,27 +903,40 @@ int main(int argc, char **argv)
 			budget = quick ? 16 * MiB : 64 * MiB;
 		if (!requests)
 			requests = quick ? 300000 : 2000000;
-		for (int k = 0; k < iso_mix_count(); k++) {
+		for (int k = 0; k < mix_count(); k++) {
 			bool on = n_mix_only == 0;
 
 			for (int j = 0; j < n_mix_only; j++)
-				on |= strcmp(mix_only[j], iso_mix_name(k)) == 0;
+				on |= strcmp(mix_only[j], mix_name(k)) == 0;
 			count += on;
+			if (on && k >= iso_mix_count() && !tab.n) {
+				char err[512];
+
+				if (tw_table_load(&tab, stats, err, sizeof(err)) != 0)
+					fatal("%s (the twitter-* mixes need the table: --stats FILE)", err);
+			}
 		}
-		for (int k = 0; k < iso_mix_count(); k++) {
+		for (int k = 0; k < mix_count(); k++) {
 			struct iso_trace tr;
 			bool on = n_mix_only == 0;
+			char err[512];
 
 			for (int j = 0; j < n_mix_only; j++)
-				on |= strcmp(mix_only[j], iso_mix_name(k)) == 0;
+				on |= strcmp(mix_only[j], mix_name(k)) == 0;
 			if (!on)
 				continue;
 			iso_trace_init(&tr);
-			if (iso_trace_generate(&tr, iso_mix_name(k), budget, (size_t)requests, seed) != 0)
-				fatal("generating mix %s", iso_mix_name(k));
+			if (k < iso_mix_count()) {
+				if (iso_trace_generate(&tr, mix_name(k), budget, (size_t)requests, seed) != 0)
+					fatal("generating mix %s", mix_name(k));
+			} else if (tw_mix_generate(&tr, &tab, mix_name(k), budget, (size_t)requests, seed,
+						   TW_DEFAULT_RATE, err, sizeof(err)) != 0) {
+				fatal("generating mix %s: %s", mix_name(k), err);
+			}
 			run_mix(&tr, &tally, ++idx, count);
 			iso_trace_free(&tr);
 		}
+		tw_table_free(&tab);
 	}
 	progress("\nbench_isolation: %d of %d goals met; total %.1f s\n", tally.met, tally.total,
 		 now_s() - t_start);

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "isolation_trace.h"
+#include "trace_rand.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -249,11 +250,72 @@ int iso_node_register(struct iso_trace *t, const char *path, size_t len)
 	return parent;
 }
 
-int iso_req_append(struct iso_trace *t, int node, const char *key, size_t keylen, uint32_t size)
+static const char *const op_names[ISO_OP_COUNT] = {
+	[ISO_GETSET] = "getset", [ISO_GET] = "get",       [ISO_GETS] = "gets",
+	[ISO_SET] = "set",       [ISO_ADD] = "add",       [ISO_REPLACE] = "replace",
+	[ISO_CAS] = "cas",       [ISO_APPEND] = "append", [ISO_PREPEND] = "prepend",
+	[ISO_DELETE] = "delete", [ISO_INCR] = "incr",     [ISO_DECR] = "decr",
+	[ISO_TOUCH] = "touch",
+};
+
+const char *iso_op_name(int op)
+{
+	return op >= 0 && op < ISO_OP_COUNT ? op_names[op] : NULL;
+}
+
+int iso_op_parse(const char *name, size_t len)
+{
+	for (int i = 0; i < ISO_OP_COUNT; i++)
+		if (strlen(op_names[i]) == len && memcmp(op_names[i], name, len) == 0)
+			return i;
+	return -1;
+}
+
+bool iso_op_is_read(int op)
+{
+	return op == ISO_GETSET || op == ISO_GET || op == ISO_GETS;
+}
+
+int iso_parse_seconds(const char *s, uint64_t *ms)
+{
+	uint64_t whole = 0, frac = 0;
+	int digits = 0;
+	bool any = false, tail = false;
+
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (whole > (UINT64_MAX / 1000 - 9) / 10)
+			return -1;
+		whole = whole * 10 + (uint64_t)(*s - '0');
+		any = true;
+	}
+	if (*s == '.') {
+		for (s++; *s >= '0' && *s <= '9'; s++) {
+			if (digits < 3) {
+				frac = frac * 10 + (uint64_t)(*s - '0');
+				digits++;
+			} else if (*s != '0') {
+				tail = true;
+			}
+			any = true;
+		}
+	}
+	if (!any || *s)
+		return -1;
+	while (digits++ < 3)
+		frac *= 10;
+	*ms = whole * 1000 + frac;
+	if (*ms == 0 && tail)
+		*ms = 1;
+	return 0;
+}
+
+static int req_push(struct iso_trace *t, int node, const char *key, size_t keylen, uint32_t size,
+		    enum iso_op op, uint64_t ttl_ms, uint64_t time_ms)
 {
 	struct iso_req *r;
 
-	if (keylen == 0 || keylen > ISO_KEY_MAX || node < 0 || node >= t->nnodes)
+	if (keylen == 0 || keylen > ISO_KEY_MAX || node < 0 || node >= t->nnodes ||
+	    (unsigned)op >= ISO_OP_COUNT)
 		return -1;
 	if (t->nreqs == t->reqs_cap) {
 		size_t cap = t->reqs_cap ? 2 * t->reqs_cap : 4096;
@@ -278,14 +340,36 @@ int iso_req_append(struct iso_trace *t, int node, const char *key, size_t keylen
 	}
 	memcpy(t->pool + t->pool_len, key, keylen);
 	r = &t->reqs[t->nreqs++];
+	memset(r, 0, sizeof(*r));
 	r->key_off = t->pool_len;
-	r->keylen = (uint32_t)keylen;
+	r->keylen = (uint16_t)keylen;
 	r->node = (uint32_t)node;
 	r->size = size;
+	r->op = (uint8_t)op;
+	r->ttl_ms = ttl_ms;
+	r->time_ms = time_ms;
 	t->pool_len += keylen;
 	t->nodes[node].holds = true;
 	if (size > t->max_size)
 		t->max_size = size;
+	t->has_ttl |= ttl_ms != 0;
+	t->has_ops |= op != ISO_GETSET;
+	return 0;
+}
+
+int iso_req_append(struct iso_trace *t, int node, const char *key, size_t keylen, uint32_t size)
+{
+	uint64_t now = t->nreqs ? t->reqs[t->nreqs - 1].time_ms : 0;
+
+	return req_push(t, node, key, keylen, size, ISO_GETSET, 0, now);
+}
+
+int iso_req_append_op(struct iso_trace *t, int node, const char *key, size_t keylen, uint32_t size,
+		      enum iso_op op, uint64_t ttl_ms, uint64_t time_ms)
+{
+	if (req_push(t, node, key, keylen, size, op, ttl_ms, time_ms) != 0)
+		return -1;
+	t->timed = true;
 	return 0;
 }
 
@@ -309,21 +393,6 @@ void iso_trace_finish(struct iso_trace *t)
 
 /* ------------------------------------------------------------ generation */
 
-/* splitmix64: small, fast, and the same sequence everywhere. */
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s)
-{
-	return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
-
 /* The mean bytes an item costs the cache (value + key + header), to turn a
  * key space given in budgets into a number of keys. */
 #define MEAN_ITEM 720.0
@@ -333,7 +402,7 @@ static double rng_unit(uint64_t *s)
 static uint32_t size_of_key(uint64_t tenant, uint64_t key)
 {
 	uint64_t s = tenant * UINT64_C(0x100000001B3) ^ key;
-	unsigned r = (unsigned)(rng_next(&s) % 10);
+	unsigned r = (unsigned)(trace_rng_next(&s) % 10);
 
 	return r < 4 ? 256 : r < 7 ? 512 : r < 9 ? 1024 : 2048;
 }
@@ -345,22 +414,6 @@ struct gen_tenant {
 	double *cdf; /* unnormalised Zipf CDF over ranks 1..nkeys */
 	uint64_t next_scan;
 };
-
-static uint64_t zipf_draw(struct gen_tenant *g)
-{
-	double u = rng_unit(&g->rng) * g->cdf[g->nkeys - 1];
-	uint64_t lo = 0, hi = g->nkeys - 1;
-
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (g->cdf[mid] >= u)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
-}
 
 int iso_trace_generate(struct iso_trace *t, const char *name, uint64_t budget, size_t nreqs,
 		       uint64_t seed)
@@ -399,18 +452,12 @@ int iso_trace_generate(struct iso_trace *t, const char *name, uint64_t budget, s
 		n->burst = s->kind == K_BURST;
 		g[i].rng = seed ^ (UINT64_C(0xD1B54A32D192ED03) * (uint64_t)(i + 1));
 		if (s->kind != K_SCAN) {
-			double acc = 0;
-
 			g[i].nkeys = (uint64_t)(s->keys * (double)budget / MEAN_ITEM);
 			if (g[i].nkeys < 1)
 				g[i].nkeys = 1;
-			g[i].cdf = malloc(g[i].nkeys * sizeof(double));
+			g[i].cdf = trace_zipf_cdf(g[i].nkeys, s->skew);
 			if (!g[i].cdf)
 				goto out;
-			for (uint64_t k = 0; k < g[i].nkeys; k++) {
-				acc += 1.0 / pow((double)(k + 1), s->skew);
-				g[i].cdf[k] = acc;
-			}
 		}
 		w_idle[i] = s->kind == K_BURST ? 0 : s->weight;
 		sum_idle += w_idle[i];
@@ -427,7 +474,7 @@ int iso_trace_generate(struct iso_trace *t, const char *name, uint64_t budget, s
 	for (size_t r = 0; r < nreqs; r++) {
 		bool active = m->nbursts && (double)(r % period) < m->burst_duty * (double)period;
 		const double *w = active ? w_active : w_idle;
-		double u = rng_unit(&pick) * (active ? sum_active : sum_idle), acc = 0;
+		double u = trace_rng_unit(&pick) * (active ? sum_active : sum_idle), acc = 0;
 		int i = 0;
 		uint64_t key;
 		char kbuf[32];
@@ -444,7 +491,8 @@ int iso_trace_generate(struct iso_trace *t, const char *name, uint64_t budget, s
 			key = g[i].next_scan++;
 		} else {
 			/* A rank, scattered so that hot keys are not neighbours. */
-			key = (zipf_draw(&g[i]) * UINT64_C(0x9E3779B1)) & 0xffffffffu;
+			key = (trace_zipf_draw(g[i].cdf, g[i].nkeys, &g[i].rng) * UINT64_C(0x9E3779B1)) &
+			      0xffffffffu;
 		}
 		klen = snprintf(kbuf, sizeof(kbuf), "k%" PRIx64, key);
 		if (iso_req_append(t, g[i].node, kbuf, (size_t)klen, size_of_key((uint64_t)i, key)) != 0)
@@ -559,9 +607,9 @@ int iso_trace_load(struct iso_trace *t, const char *file, char *err, size_t errl
 	snprintf(t->name, sizeof(t->name), "trace:%s", base);
 	snprintf(t->desc, sizeof(t->desc), "trace file %s", file);
 	while ((len = getline(&line, &cap, f)) >= 0) {
-		char *fl[5], *p = line;
-		uint64_t size;
-		int n, node;
+		char *fl[7], *p = line;
+		uint64_t size, time_ms, ttl_ms;
+		int n, node, op;
 
 		lineno++;
 		while (*p == ' ' || *p == '\t')
@@ -571,11 +619,12 @@ int iso_trace_load(struct iso_trace *t, const char *file, char *err, size_t errl
 				goto out;
 			continue;
 		}
-		n = split(p, fl, 4);
+		n = split(p, fl, 6);
 		if (n == 0)
 			continue;
-		if (n != 4) {
-			set_err(err, errlen, "%s:%zu: expected 4 fields (time tenant key size)", file,
+		if (n < 4 || n > 6) {
+			set_err(err, errlen,
+				"%s:%zu: expected 4 to 6 fields (time tenant key size [op [ttl]])", file,
 				lineno);
 			goto out;
 		}
@@ -588,7 +637,29 @@ int iso_trace_load(struct iso_trace *t, const char *file, char *err, size_t errl
 			set_err(err, errlen, "%s:%zu: bad tenant '%s'", file, lineno, fl[1]);
 			goto out;
 		}
-		if (iso_req_append(t, node, fl[2], strlen(fl[2]), (uint32_t)size) != 0) {
+		if (n == 4 && iso_parse_seconds(fl[0], &time_ms) != 0) {
+			/* Informational in 4-field traces: keep the clock where it was. */
+			time_ms = t->nreqs ? t->reqs[t->nreqs - 1].time_ms : 0;
+		} else if (n > 4 && iso_parse_seconds(fl[0], &time_ms) != 0) {
+			set_err(err, errlen, "%s:%zu: bad time '%s' (seconds, e.g. 12.5)", file, lineno,
+				fl[0]);
+			goto out;
+		}
+		op = ISO_GETSET;
+		if (n > 4 && (op = iso_op_parse(fl[4], strlen(fl[4]))) < 0) {
+			set_err(err, errlen, "%s:%zu: unknown op '%s'", file, lineno, fl[4]);
+			goto out;
+		}
+		ttl_ms = 0;
+		if (n > 5 && iso_parse_seconds(fl[5], &ttl_ms) != 0) {
+			set_err(err, errlen, "%s:%zu: bad ttl '%s' (seconds, e.g. 300)", file, lineno,
+				fl[5]);
+			goto out;
+		}
+		if (n == 4 ? req_push(t, node, fl[2], strlen(fl[2]), (uint32_t)size, ISO_GETSET, 0,
+				      time_ms) != 0
+			   : iso_req_append_op(t, node, fl[2], strlen(fl[2]), (uint32_t)size,
+					       (enum iso_op)op, ttl_ms, time_ms) != 0) {
 			set_err(err, errlen, "%s:%zu: bad key (1..%d bytes) or out of memory", file,
 				lineno, ISO_KEY_MAX);
 			goto out;
@@ -611,12 +682,29 @@ out:
 	return rc;
 }
 
+/* Writes @ms as seconds, with as many decimals as it needs (up to 3). */
+static void put_seconds(FILE *f, uint64_t ms)
+{
+	if (ms % 1000 == 0)
+		fprintf(f, "%" PRIu64, ms / 1000);
+	else if (ms % 100 == 0)
+		fprintf(f, "%" PRIu64 ".%01" PRIu64, ms / 1000, ms % 1000 / 100);
+	else if (ms % 10 == 0)
+		fprintf(f, "%" PRIu64 ".%02" PRIu64, ms / 1000, ms % 1000 / 10);
+	else
+		fprintf(f, "%" PRIu64 ".%03" PRIu64, ms / 1000, ms % 1000);
+}
+
 int iso_trace_write(const struct iso_trace *t, FILE *f)
 {
 	fprintf(f, "# softlimit cache trace: %s\n", t->name);
 	if (t->desc[0])
 		fprintf(f, "# %s\n", t->desc);
-	fprintf(f, "# format: time tenant key size  (a get; on a miss, a set of size value bytes)\n");
+	if (t->has_ops || t->has_ttl)
+		fprintf(f, "# format: time tenant key size [op [ttl]]  (time and ttl in seconds; "
+			   "no op: getset, a get and on a miss a set of size value bytes)\n");
+	else
+		fprintf(f, "# format: time tenant key size  (a get; on a miss, a set of size value bytes)\n");
 	if (t->budget_set)
 		fprintf(f, "# budget: %" PRIu64 "\n", t->budget);
 	if (t->warmup_set)
@@ -627,8 +715,21 @@ int iso_trace_write(const struct iso_trace *t, FILE *f)
 	for (size_t i = 0; i < t->nreqs; i++) {
 		const struct iso_req *r = &t->reqs[i];
 
-		fprintf(f, "%zu %s %.*s %" PRIu32 "\n", i, t->nodes[r->node].path, (int)r->keylen,
+		/* An untimed trace numbers its lines, as before ops and TTLs existed. */
+		if (t->timed)
+			put_seconds(f, r->time_ms);
+		else
+			fprintf(f, "%zu", i);
+		fprintf(f, " %s %.*s %" PRIu32, t->nodes[r->node].path, (int)r->keylen,
 			t->pool + r->key_off, r->size);
+		if (r->op != ISO_GETSET || r->ttl_ms) {
+			fprintf(f, " %s", op_names[r->op]);
+			if (r->ttl_ms) {
+				fputc(' ', f);
+				put_seconds(f, r->ttl_ms);
+			}
+		}
+		fputc('\n', f);
 	}
 	fflush(f);
 	return ferror(f) ? -1 : 0;

@@ -186,6 +186,12 @@ def isolation_plot(res, out):
                 for v in VARIANTS:
                     line.append("%.4f" % vals[v]["hit_ratio"] if v in vals else "NaN")
                 f.write(" ".join(line) + "\n")
+            # The whole cache, as the last group of bars.
+            tv = {t["variant"]: t["hit_ratio"] for t in rows
+                  if t.get("bench") == "isolation_total" and t["mix"] == mix}
+            if tv:
+                f.write("whole-cache NaN " + " ".join(
+                    "%.4f" % tv[v] if v in tv else "NaN" for v in VARIANTS) + "\n")
         gp.append("set title %s" % q(mix))
         parts = ["%s using 2:xtic(1) title 'alone' lc rgb '#888888'" % q(fn)]
         colors = ["#d62728", "#9467bd", "#2ca02c", "#ff7f0e", "#1f77b4"]
@@ -351,6 +357,8 @@ def tables(res):
         print(table(["mix"] + VARIANTS + ["goals"], out))
         print("(in parentheses: points against shared / against static)\n")
 
+    replay_tables(res)
+
     rows = load(os.path.join(res, "server.jsonl"))
     if rows:
         print("#### bench_server\n")
@@ -407,6 +415,70 @@ def full_tables(res):
             out.append(line)
         goal_of = {g["name"]: g["goal"] for g in goals}
         print(table(["impl", "tenants", "sizes"] + ["%s (%s)" % (n, goal_of[n]) for n in names], out))
+
+
+REPLAY_SERVERS = ["slcache-shared", "memcached", "slcache-guarantee", "slcache-noarenas-guarantee",
+                  "slcache-gatekeeper", "slcache-protection"]
+
+
+def replay_tables(res):
+    """bench_replay.sh: the simulation and the servers, side by side per trace."""
+    rows = load(os.path.join(res, "replay.jsonl"))
+    sim = [r for r in rows if r.get("bench") == "isolation"]
+    simtot = [r for r in rows if r.get("bench") == "isolation_total"]
+    rep = [r for r in rows if r.get("bench") == "replay"]
+    reptot = [r for r in rows if r.get("bench") == "replay_total"]
+    traces = []
+    for r in rep:
+        if r["trace"] not in traces:
+            traces.append(r["trace"])
+    # (column title, simulated variant or None, server label or None)
+    cols = [("sim shared", "shared", None), ("slcache shared", None, "slcache-shared"),
+            ("memcached", None, "memcached")]
+    for p in POLICIES:
+        cols += [("sim " + p, p, None), ("slcache " + p, None, "slcache-" + p)]
+        if p == "guarantee":
+            cols.append(("slcache --no-arenas " + p, None, "slcache-noarenas-" + p))
+    for tr in traces:
+        mix = "trace:" + tr
+        servers = [s for s in REPLAY_SERVERS if any(r["server"] == s for r in rep if r["trace"] == tr)]
+        use = [c for c in cols if c[2] is None or c[2] in servers]
+        tenants = []
+        for r in rep:
+            if r["trace"] == tr and r["tenant"] not in tenants:
+                tenants.append(r["tenant"])
+        t0 = next((t for t in reptot if t["trace"] == tr), None)
+        head = "#### replay: %s" % tr
+        if t0:
+            head += " (%d requests, first %d not counted)" % (t0["requests"], t0["warmup"])
+        print(head + "\n")
+        print("Hit ratio on reads: bench_isolation's simulation (sim) and trace_replay against "
+              "the servers.\n")
+        out = []
+        for t in tenants:
+            line = [t]
+            for _, v, srv in use:
+                if v:
+                    x = [r["hit_ratio"] for r in sim if r["mix"] == mix and r["variant"] == v
+                         and r["tenant"] == t]
+                else:
+                    x = [r["hit_ratio"] for r in rep if r["trace"] == tr and r["server"] == srv
+                         and r["tenant"] == t]
+                line.append("%.3f" % x[0] if x and x[0] is not None else "-")
+            out.append(line)
+        line = ["**whole cache**"]
+        for _, v, srv in use:
+            if v:
+                x = [r["hit_ratio"] for r in simtot if r["mix"] == mix and r["variant"] == v]
+            else:
+                x = [r["hit_ratio"] for r in reptot if r["trace"] == tr and r["server"] == srv]
+            line.append("**%.3f**" % x[0] if x else "-")
+        out.append(line)
+        print(table(["tenant"] + [c[0] for c in use], out))
+        lag = [(r["server"], r["max_lag_s"], r["req_per_s"]) for r in reptot if r["trace"] == tr]
+        if lag:
+            print("Replays: " + ", ".join("%s %.0f req/s (max lag %.2f s)" % (s, q_, l)
+                                         for s, l, q_ in lag) + ".\n")
 
 
 def main():
