@@ -38,6 +38,72 @@ void sl__counter_wake_background(sl_tree *t)
 }
 
 /*
+ * Keep one protected usage of g in its parent's sum: the exchange makes
+ * each change land once, whatever the order of concurrent ones.
+ */
+static bool propagate(sl_atomic64 *mine, uint64_t now, sl_atomic64 *sum)
+{
+	uint64_t old;
+
+	/* seq_cst: see sl__counter_protect(). */
+	if (sl__load(mine, SL_SEQ_CST) == now)
+		return false;
+	old = sl__exchange(mine, now, SL_SEQ_CST);
+	if (old != now && sum)
+		sl__fetch_add(sum, now - old, SL_RELAXED); /* mod 2^64: the sum is exact once quiet */
+	return old != now;
+}
+
+/*
+ * PROTECTION trees: after g's count changed, keep min(count, min) and
+ * min(count, soft) in g and in its parent's children sums (the kernel's
+ * propagate_protected_usage()), and index the parent if its children now
+ * protect more than its soft limit.  Every count change calls this, and
+ * it loops until what it stored matches a count read after its exchange:
+ * of concurrent callers the one that exchanges last reads the final count,
+ * so once the tree is quiet every stored value and every sum is exact.
+ * The count's change and our load are seq_cst, as are the exchange and
+ * the count's load after it: either a concurrent caller sees our count,
+ * or we see its stored value (Dekker).
+ */
+void sl__counter_protect(sl_group *g)
+{
+	struct sl__prot *pr = g->prot, *pp = g->parent ? g->parent->prot : NULL;
+
+	for (;;) {
+		uint64_t count = sl__load(&g->count, SL_SEQ_CST);
+		uint64_t min = sl__load(&g->min, SL_RELAXED), soft = sl__load(&g->soft, SL_RELAXED);
+		bool changed = propagate(&pr->min_usage, count < min ? count : min, pp ? &pp->children_min : NULL);
+
+		if (propagate(&pr->low_usage, count < soft ? count : soft, pp ? &pp->children_low : NULL)) {
+			changed = true;
+			if (pp)
+				sl__oc_push(g->parent);
+		}
+		if (!changed)
+			return;
+	}
+}
+
+/* Take amount back from one level.  prot: the tree keeps protected
+ * usages (asked of the tree, whose line a charge reads anyway, not of the
+ * group, whose pointer sits on a line charges do not touch). */
+static uint64_t level_sub(sl_group *p, uint64_t amount, bool prot)
+{
+	uint64_t now;
+
+	if (!prot) {
+		/* Relaxed: each counter is exact by itself, and no other
+		 * memory is published through it. */
+		return sl__fetch_sub(&p->count, amount, SL_RELAXED) - amount;
+	}
+	/* seq_cst: see sl__counter_protect(). */
+	now = sl__fetch_sub(&p->count, amount, SL_SEQ_CST) - amount;
+	sl__counter_protect(p);
+	return now;
+}
+
+/*
  * Charge amount to g and every ancestor, each level by a CAS that refuses to
  * pass its max: a counter never passes the max the charge read, not even
  * for an instant, unless SL_FORCE.  stocked is the part of amount that goes
@@ -54,7 +120,7 @@ void sl__counter_wake_background(sl_tree *t)
 int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stocked, sl_group **fail)
 {
 	uint64_t now[SL_DEPTH_MAX + 1];
-	bool force = flags & SL_FORCE;
+	bool force = flags & SL_FORCE, prot = g->tree->prot;
 	sl_group *p, *q;
 	unsigned i = 0;
 	int rc;
@@ -82,7 +148,7 @@ again:
 		} while (!sl__cas_weak(&p->count, &cur, cur + amount, SL_SEQ_CST, SL_RELAXED));
 		if (!force && cur + amount > sl__load(&p->max, SL_SEQ_CST)) {
 			/* max fell under us: take this level back, try again. */
-			cur = sl__fetch_sub(&p->count, amount, SL_RELAXED) - amount;
+			cur = level_sub(p, amount, prot);
 			goto again;
 		}
 		now[i] = cur + amount;
@@ -100,22 +166,25 @@ again:
 		}
 		if (sl__unlikely(over_watermark(p, now[i])))
 			sl__counter_wake_background(p->tree);
+		if (prot)
+			sl__counter_protect(p);
 	}
 	return 0;
 undo:
 	for (q = g; q != p; q = q->parent)
-		sl__fetch_sub(&q->count, amount, SL_RELAXED);
+		level_sub(q, amount, prot);
 	if (fail)
 		*fail = p;
 	return rc;
 }
 
-/* Take amount back from g and every ancestor.  Relaxed: each counter is
- * exact by itself, and no other memory is published through them. */
+/* Take amount back from g and every ancestor. */
 void sl__counter_cancel(sl_group *g, uint64_t amount)
 {
+	bool prot = g->tree->prot;
+
 	for (; g; g = g->parent)
-		sl__fetch_sub(&g->count, amount, SL_RELAXED);
+		level_sub(g, amount, prot);
 }
 
 /* The subtree's count: usage plus what its stocks hold. */
@@ -143,5 +212,11 @@ uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim)
 	count = sl__load(&g->count, SL_SEQ_CST);
 	/* A lower soft limit may put the group over it: index it now. */
 	sl__over_check(g, count);
+	if (g->prot) {
+		/* New settings change what g protects, and a lower soft limit
+		 * may leave its children claiming more than it has. */
+		sl__counter_protect(g);
+		sl__oc_push(g);
+	}
 	return count;
 }

@@ -42,17 +42,26 @@ void sl__store_limits(sl_group *g, const struct sl_limits *lim)
 	sl__store(&g->max, lim->max, SL_RELAXED);
 }
 
-sl_group *sl__group_alloc(const char *name, size_t len)
+sl_group *sl__group_alloc(const char *name, size_t len, bool prot)
 {
-	/* The name lives in the group's last cache line while it fits. */
-	size_t size = offsetof(struct sl_group, name) + len + 1;
+	/* The name lives in the group's last cache line while it fits; a
+	 * PROTECTION tree's protected usages follow it, on a line of their
+	 * own (chargers write them). */
+	size_t size = offsetof(struct sl_group, name) + len + 1, at;
 	sl_group *g;
 
 	size = (size + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
+	at = size;
+	if (prot)
+		size += (sizeof(struct sl__prot) + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
 	g = sl__aligned_alloc(SL__CACHELINE, size);
 	if (!g)
 		return NULL;
 	memset(g, 0, sizeof(*g));
+	if (prot) {
+		g->prot = (struct sl__prot *)((char *)g + at);
+		memset(g->prot, 0, sizeof(*g->prot));
+	}
 	memcpy(g->name, name, len);
 	g->name[len] = '\0';
 	g->name_len = (uint16_t)len;

@@ -88,8 +88,9 @@ struct sl_group {
 	/* Exact over-uncharge checks running on this group: while nonzero,
 	 * refills of its stocks charge into local (see uncharge.c). */
 	sl_atomic32 checks;
-	sl_atomic64 emin;         /* effective protection, as the last reclaim computed it */
-	sl_atomic64 esoft;
+	/* PROTECTION trees only (else NULL): the protected usages, in the
+	 * same block after the name. */
+	struct sl__prot *prot;
 
 	/* ---- reclaim state ---- */
 	_Atomic(sl_group *) over_next; /* the tree's index of groups over their soft limit */
@@ -106,6 +107,35 @@ struct sl_group {
 	/* ---- the name, copied, NUL-terminated ---- */
 	char name[];
 };
+
+/*
+ * What a group of a PROTECTION tree protects of its usage, and what its
+ * children protect of theirs (the kernel's min_usage/low_usage and
+ * children_*_usage): every count change keeps them (counter.c), so that
+ * effective protection is computed along a path, not over a subtree.
+ * The sums are exact once the tree is quiet; a reader in between may see
+ * one child's change before or after its parent's sum took it.
+ */
+struct sl__prot {
+	sl_atomic64 min_usage;      /* min(count, min) as last propagated */
+	sl_atomic64 low_usage;      /* min(count, soft) as last propagated */
+	sl_atomic64 children_min;   /* sum of the children's min_usage (mod 2^64) */
+	sl_atomic64 children_low;   /* sum of the children's low_usage (mod 2^64) */
+	/* The tree's index of groups whose children protect more than their
+	 * own soft limit (overindex.c): where effective low is cut. */
+	_Atomic(sl_group *) oc_next;
+	sl_atomic32 oc_flag;        /* 1 while in that index */
+};
+
+/* A children sum read as a count: one caught between a child's exchange
+ * and its add may be briefly below zero (read as 0) or above what the
+ * parent holds (capped at cap). */
+static inline uint64_t sl__prot_sum(const sl_atomic64 *sum, uint64_t cap)
+{
+	int64_t v = (int64_t)sl__load(sum, SL_RELAXED);
+
+	return v < 0 ? 0 : (uint64_t)v < cap ? (uint64_t)v : cap;
+}
 
 /*
  * What the reclaim engine asks of a policy (policy_*.c): pass 1, then pass 2
@@ -126,11 +156,13 @@ struct sl__policy {
 struct sl_tree {
 	/* ---- written by chargers: a group going over its soft limit ---- */
 	_Alignas(SL__CACHELINE) _Atomic(sl_group *) over_pending; /* pushed lock-free */
+	_Atomic(sl_group *) oc_pending; /* overcommitted protection, pushed lock-free */
 
 	/* ---- read on every refill and slow-path charge; set at creation ---- */
 	_Alignas(SL__CACHELINE) uint64_t batch; /* 0 = no stocks */
 	uint64_t reclaim_batch;   /* extra units a charge at max reclaims; 0 = exact */
 	enum sl_policy policy_id;
+	bool prot;                /* groups keep protected usages (PROTECTION) */
 	const struct sl__policy *policy;
 	/* A charge that does not fit under some max: the engine's at-max path
 	 * (atmax.c), reached through here because charge.c is below it. */
@@ -151,6 +183,7 @@ struct sl_tree {
 	 * never held while a callback runs. */
 	pthread_mutex_t index_lock;
 	_Atomic(sl_group *) over_members; /* changed under index_lock only */
+	_Atomic(sl_group *) oc_members;   /* the same for overcommitted protection */
 	/* Checks and takes of claims (reclaim.c); never held while a callback runs. */
 	pthread_mutex_t claim_lock;
 	sl_oom_fn oom_fn;         /* under lock */
@@ -243,7 +276,7 @@ void *sl__aligned_alloc(size_t align, size_t size);
 bool sl__group_valid(const sl_group *g);
 bool sl__limits_valid(const struct sl_limits *lim);
 bool sl__is_ancestor(const sl_group *anc, const sl_group *g);
-sl_group *sl__group_alloc(const char *name, size_t len);
+sl_group *sl__group_alloc(const char *name, size_t len, bool prot);
 void sl__store_limits(sl_group *g, const struct sl_limits *lim);
 int sl__hash_init(sl_tree *t);
 sl_group *sl__child_find(const sl_group *parent, const char *name, size_t len);
@@ -268,6 +301,10 @@ void sl__over_forget_locked(sl_group *g);
  * excluded) that is still over its soft limit; members that are not any
  * more leave the index. */
 void sl__over_collect(sl_tree *t, const sl_group *scope, void (*fn)(sl_group *g, void *arg), void *arg);
+/* Groups whose children protect more (children_low) than their own soft
+ * limit: the index works as the over-soft one, in the same lock. */
+void sl__oc_push(sl_group *g);
+void sl__oc_collect(sl_tree *t, const sl_group *scope, void (*fn)(sl_group *g, void *arg), void *arg);
 
 /* Push g into its tree's over-soft index unless it is there already. */
 static inline void sl__over_check(sl_group *g, uint64_t count)
@@ -282,6 +319,7 @@ void sl__counter_cancel(sl_group *g, uint64_t amount);
 uint64_t sl__counter_usage(const sl_group *g);
 uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
 void sl__counter_wake_background(sl_tree *t);
+void sl__counter_protect(sl_group *g);
 
 /* ---- 4: stock.c ---- */
 extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));

@@ -84,7 +84,7 @@ int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out)
 	if (!t)
 		return -ENOMEM;
 	memset(t, 0, sizeof(*t));
-	root = sl__group_alloc("", 0);
+	root = sl__group_alloc("", 0, opts->policy == SL_POLICY_PROTECTION);
 	if (sl__hash_init(t) != 0 || !root)
 		goto nomem;
 	if (pthread_mutex_init(&t->lock, NULL) != 0)
@@ -100,6 +100,7 @@ int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out)
 	}
 	t->policy_id = opts->policy;
 	t->policy = policy;
+	t->prot = opts->policy == SL_POLICY_PROTECTION;
 	t->at_max = sl__at_max;
 	t->batch = opts->batch == SL_BATCH_NONE ? 0 : opts->batch ? opts->batch : SL_BATCH_DEFAULT;
 	t->reclaim_batch = opts->reclaim_batch;
@@ -207,7 +208,7 @@ int sl_group_create(sl_group *parent, const char *name, const struct sl_limits *
 	/* Inside a walk of this tree the lock is ours already. */
 	if (sl__walking(t))
 		return -EBUSY;
-	g = sl__group_alloc(name, len);
+	g = sl__group_alloc(name, len, t->prot);
 	if (!g)
 		return -ENOMEM;
 	g->tree = t;
@@ -281,6 +282,9 @@ int sl_group_destroy(sl_group *g)
 		pthread_mutex_unlock(&t->lock);
 		return rc;
 	}
+	/* Count 0: its protected usages leave the parent's sums with it. */
+	if (g->prot)
+		sl__counter_protect(g);
 	sl__over_forget_locked(g);
 	pthread_mutex_unlock(&t->index_lock);
 	if (g->prev_sibling)

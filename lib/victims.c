@@ -150,7 +150,8 @@ void sl__reclaim_by_excess(struct sl__reclaim *r, void (*pass1)(struct sl__recla
 		sl__over_collect(r->t, r->scope, add_cand, &v);
 		for (i = 0; i < v.n; i++)
 			v.c[i].key = excess_of(v.c[i].g);
-		qsort(v.c, v.n, sizeof(*v.c), cand_cmp);
+		if (v.n)
+			qsort(v.c, v.n, sizeof(*v.c), cand_cmp);
 		pass1(r, &v);
 		victims_release(&v);
 	}
