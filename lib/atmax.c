@@ -34,7 +34,7 @@ static uint64_t reclaim_for_charge(sl_group *at, uint64_t need)
 		return 0;
 	/* A batch small against max: at most 1/16 of it. */
 	batch = sl__min_u64(batch, max / 16);
-	return sl__reclaim(at, count - (max - need) + batch);
+	return sl__reclaim(at, count - (max - need) + batch, count - (max - need));
 }
 
 /* The host's OOM handler, if any: nonzero asks for one more try. */

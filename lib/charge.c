@@ -33,21 +33,41 @@ int sl__charge_slow(sl_group *g, uint64_t amount, unsigned flags)
 	return charge_exact(g, amount, flags);
 }
 
+/* The slot can hand out amount: units to give, room in the ledger. */
+static inline bool slot_covers(uint64_t w, uint64_t amount)
+{
+	return sl__word_units(w) >= amount && sl__word_ledger(w) + amount <= SL__LEDGER_MAX;
+}
+
 int sl_charge(sl_group *g, uint64_t amount, unsigned flags)
 {
 	struct sl__stock *s = sl__tls_stock;
 	struct sl__slot *sl;
 
 	if (sl__likely(s && g && !(flags & ~SL__FLAGS_ALL)) && (sl = sl__slot_find(s, g))) {
-		uint64_t w = sl__load(&sl->word, SL_RELAXED);
+		/* Relaxed throughout: the units are already charged to every
+		 * level; moving them from the stock to the host's ledger
+		 * publishes nothing. */
+		uint64_t w;
 
-		/* Relaxed: the units are already charged to every level;
-		 * moving them from the stock to the host's ledger publishes
-		 * nothing. */
-		while (sl__word_units(w) >= amount && sl__word_ledger(w) + amount <= SL__LEDGER_MAX)
-			if (sl__cas_weak(&sl->word, &w, w - amount + (amount << SL__LEDGER_SHIFT), SL_RELAXED,
-					 SL_RELAXED))
-				return 0;
+		if (sl__likely(sl__stock_protocol == SL__STOCK_FENCE)) {
+			/* No other thread writes the word until we leave. */
+			if (sl__stock_enter(s)) {
+				w = sl__load(&sl->word, SL_RELAXED);
+				if (sl__likely(slot_covers(w, amount))) {
+					sl__store(&sl->word, w - amount + (amount << SL__LEDGER_SHIFT), SL_RELAXED);
+					sl__stock_leave(s);
+					return 0;
+				}
+				sl__stock_leave(s);
+			}
+		} else {
+			w = sl__load(&sl->word, SL_RELAXED);
+			while (slot_covers(w, amount))
+				if (sl__cas_weak(&sl->word, &w, w - amount + (amount << SL__LEDGER_SHIFT), SL_RELAXED,
+						 SL_RELAXED))
+					return 0;
+		}
 	}
 	return sl__charge_slow(g, amount, flags);
 }

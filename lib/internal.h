@@ -233,7 +233,8 @@ struct sl__slot {
 struct sl__stock {
 	struct sl__slot slot[SL__STOCK_SLOTS];
 	/* 1 while the owner holds units taken out of a slot (or about to be put
-	 * into one) that the hierarchy counters do not yet reflect. */
+	 * into one) that the hierarchy counters do not yet reflect; under the
+	 * fence protocol, also while its fast path writes a slot word. */
 	_Alignas(SL__CACHELINE) sl_atomic32 inflight;
 	uint64_t clock;            /* owner only */
 	struct sl__stock *next, *prev; /* the registry, under its lock */
@@ -249,6 +250,43 @@ static inline struct sl__slot *sl__slot_find(struct sl__stock *s, const sl_group
 		if (sl__load(&s->slot[i].group, SL_RELAXED) == g)
 			return &s->slot[i];
 	return NULL;
+}
+
+/*
+ * The two protocols between a stock's owner and other threads (stock.c says
+ * why): with SL__STOCK_FENCE the owner's fast path writes its slot word with
+ * a plain store between raising its inflight flag and lowering it, and a
+ * thread that takes from other threads' slots first raises sl__stock_takers
+ * and issues membarrier(); with SL__STOCK_CAS (no membarrier, or a
+ * ThreadSanitizer build) the fast path is a compare-and-swap.  Chosen once
+ * per process, before the first tree exists.
+ */
+enum { SL__STOCK_CAS = 0, SL__STOCK_FENCE = 1 };
+extern int sl__stock_protocol;
+extern sl_atomic32 sl__stock_takers;
+void sl__stock_protocol_init(void);
+
+/*
+ * Fence protocol, owner side: raise the flag, then look for a taker.  The
+ * store and the load are not ordered by the CPU; a taker's membarrier()
+ * orders them for us (either it sees our flag and waits, or we see it and
+ * back off).  false: a taker is at work, use the slow path.
+ */
+static inline bool sl__stock_enter(struct sl__stock *s)
+{
+	sl__store(&s->inflight, 1, SL_RELAXED);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (sl__likely(!sl__load(&sl__stock_takers, SL_RELAXED)))
+		return true;
+	/* Release: as sl__stock_leave(). */
+	sl__store(&s->inflight, 0, SL_RELEASE);
+	return false;
+}
+
+/* Release: a taker that sees the flag down (acquire) sees our word. */
+static inline void sl__stock_leave(struct sl__stock *s)
+{
+	sl__store(&s->inflight, 0, SL_RELEASE);
 }
 
 /* Thread-local marks, each owned by one file. */
@@ -353,6 +391,7 @@ struct sl__reclaim {
 	sl_tree *t;
 	sl_group *scope;
 	uint64_t target;
+	uint64_t must;  /* what pass 2 may serve: all of target, or a charge's need without its batch */
 	uint64_t freed;
 	uint32_t seq;
 	struct sl__floor *floors; /* innermost first */
@@ -363,7 +402,8 @@ uint64_t sl__usage_of(const sl_group *g);
 uint64_t sl__own_of(const sl_group *g);
 uint64_t sl__soft_of(const sl_group *g);
 uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor, uint64_t within);
-uint64_t sl__reclaim(sl_group *scope, uint64_t target);
+uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must);
+bool sl__pass2_begin(struct sl__reclaim *r);
 void sl__pin(sl_group *g);
 void sl__unpin(sl_group *g);
 /* background.c */

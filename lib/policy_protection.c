@@ -357,7 +357,7 @@ out:
 static void reclaim(struct sl__reclaim *r)
 {
 	pass1(r);
-	if (r->freed < r->target)
+	if (sl__pass2_begin(r))
 		pass2(r);
 }
 

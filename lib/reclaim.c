@@ -167,9 +167,15 @@ uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, ui
 
 /* Reclaim up to target from scope's subtree by the tree's policy.  The
  * caller has checked that this thread may reclaim. */
-uint64_t sl__reclaim(sl_group *scope, uint64_t target)
+/*
+ * Reclaim toward target; pass 2, which takes what the policy grants, serves
+ * only must of it (<= target): a charge at max reclaims its need and a
+ * batch, and the batch is extra, so it comes from excess only and never
+ * costs anyone their protection.  Background reclaim passes must = 0.
+ */
+uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must)
 {
-	struct sl__reclaim r = { .t = scope->tree, .scope = scope, .target = target };
+	struct sl__reclaim r = { .t = scope->tree, .scope = scope, .target = target, .must = must };
 
 	/* Relaxed: counts and numbers only. */
 	sl__fetch_add(&r.t->reclaimers, 1, SL_RELAXED);
@@ -183,9 +189,18 @@ uint64_t sl__reclaim(sl_group *scope, uint64_t target)
 	return r.freed;
 }
 
+/* Before pass 2: lower the target to what pass 2 may serve; false when
+ * that is met already. */
+bool sl__pass2_begin(struct sl__reclaim *r)
+{
+	if (r->target > r->must)
+		r->target = r->must > r->freed ? r->must : r->freed;
+	return r->freed < r->target;
+}
+
 uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags)
 {
 	if (!sl__group_valid(scope) || !target || flags || sl__reclaim_forbidden())
 		return 0;
-	return sl__reclaim(scope, target);
+	return sl__reclaim(scope, target, target);
 }

@@ -24,12 +24,88 @@
  * Other threads take a slot's contents under the registry lock; the owner
  * never takes that lock on its fast path.  Ownership races are settled by
  * the tag in the slot word (internal.h).
+ *
+ * Two protocols keep the owner's fast path and the takers apart.
+ *
+ * CAS: the owner's fast path is a compare-and-swap on its slot word, and so
+ * is a taker's take; the tag in the word settles rebinds.  Correct with no
+ * help from the kernel, but a lock-prefixed instruction costs 6 ns on this
+ * kind of host, two per charge+uncharge pair: most of the fast path.
+ *
+ * FENCE (the default where the kernel has it): the owner's fast path raises
+ * its stock's inflight flag, reads sl__stock_takers, writes its word with a
+ * plain store and lowers the flag: no lock prefix, no fence instruction,
+ * only a compiler barrier.  A taker (every take is under the registry lock)
+ * raises sl__stock_takers, calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
+ * which makes every running thread of the process execute a full barrier,
+ * and waits until each stock's flag is down; then it takes with CAS as in
+ * the other protocol, and lowers sl__stock_takers.  The barrier is the other
+ * half of a Dekker handshake: an owner whose flag store came before its
+ * barrier is seen and waited for; one whose load of sl__stock_takers came
+ * after it sees the taker and takes the slow path, whose operations all stay
+ * compare-and-swaps (as userspace-rcu and folly's asymmetric fences split
+ * the work: the frequent side pays plain loads and stores, the rare side
+ * the fence).  Readers that only sum words (stats) need no handshake: a word
+ * is written whole.  The rare side stays rare: a charge at max drains once
+ * per reclaim, and the reclaim batch makes that once per batch of charges,
+ * not per charge.
+ *
+ * Rejected: per-CPU stocks with restartable sequences (tcmalloc's) need an
+ * rseq critical section in assembly per architecture, and a CPU's stock
+ * would serve every thread on it, so the per-thread ledger that catches an
+ * over-uncharge on the fast path would have to move.
+ *
+ * membarrier may be missing (kernels before 4.14) or refused (seccomp);
+ * then, in ThreadSanitizer builds (it does not model membarrier) and when
+ * the environment sets SOFTLIMIT_MEMBARRIER=0 (for tests of both, and for
+ * hosts whose sandbox kills instead of refusing), the CAS protocol is used.
+ * The choice is made once, when the first tree is created.
  */
 #include "internal.h"
 
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define SL__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SL__TSAN 1
+#endif
+#endif
+
+int sl__stock_protocol = SL__STOCK_CAS;
+/* Written by takers only (under the registry lock); read by every fast
+ * path, so alone on its line. */
+_Alignas(SL__CACHELINE) sl_atomic32 sl__stock_takers;
+static pthread_once_t protocol_once = PTHREAD_ONCE_INIT;
+
+static void protocol_pick(void)
+{
+	const char *env = getenv("SOFTLIMIT_MEMBARRIER");
+	long cmds;
+
+#ifdef SL__TSAN
+	return;
+#endif
+	if (env && strcmp(env, "0") == 0)
+		return;
+	cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+		return;
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+		return;
+	sl__stock_protocol = SL__STOCK_FENCE;
+}
+
+void sl__stock_protocol_init(void)
+{
+	pthread_once(&protocol_once, protocol_pick);
+}
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sl__stock *registry; /* every live stock, under registry_lock */
@@ -305,12 +381,41 @@ static void take_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 	}
 }
 
+/* FENCE: keep every owner's fast path off its words until takers_end(). */
+static void takers_begin(void)
+{
+	struct sl__stock *s;
+
+	if (sl__stock_protocol != SL__STOCK_FENCE)
+		return;
+	/* Relaxed: membarrier() orders it against every owner (see above). */
+	sl__store(&sl__stock_takers, 1, SL_RELAXED);
+	/* Cannot fail once registered; the owners' flags are still waited
+	 * for below if it somehow did, which is what CAS relies on. */
+	syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	for (s = registry; s; s = s->next)
+		/* Acquire: pairs with sl__stock_leave(), so the owner's word
+		 * store is seen by our takes. */
+		while (sl__load(&s->inflight, SL_ACQUIRE))
+			sched_yield();
+}
+
+static void takers_end(void)
+{
+	if (sl__stock_protocol != SL__STOCK_FENCE)
+		return;
+	/* Release: our takes happen before an owner's next plain store. */
+	sl__store(&sl__stock_takers, 0, SL_RELEASE);
+}
+
 static uint64_t take(uint64_t mask, match_fn match, const void *arg)
 {
 	struct take tk = { .mask = mask, .flush = true };
 
 	pthread_mutex_lock(&registry_lock);
+	takers_begin();
 	scan_locked(mask, match, arg, take_slot, &tk);
+	takers_end();
 	pthread_mutex_unlock(&registry_lock);
 	return tk.units;
 }
@@ -342,7 +447,9 @@ void sl__stock_forget_tree(const sl_tree *t)
 	struct take tk = { .mask = SL__CONTENTS_MASK, .flush = false };
 
 	pthread_mutex_lock(&registry_lock);
+	takers_begin();
 	scan_locked(SL__CONTENTS_MASK, match_tree, t, take_slot, &tk);
+	takers_end();
 	quiesce_locked();
 	pthread_mutex_unlock(&registry_lock);
 }

@@ -24,4 +24,9 @@ extern unsigned sl__fold_rounds;
  * so that a test can make other threads move units exactly there. */
 extern void (*sl__fold_hook)(sl_group *g, bool exact);
 
+/* stock.c: the protocol between stock owners and takers, chosen at the
+ * first sl_tree_create(): 1 for the membarrier fence protocol, 0 for
+ * compare-and-swap (SOFTLIMIT_MEMBARRIER=0, no membarrier, TSan). */
+extern int sl__stock_protocol;
+
 #endif /* SL_TESTING_H */

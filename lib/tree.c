@@ -72,6 +72,8 @@ int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out)
 		sl_tree_opts_init(&def);
 		opts = &def;
 	}
+	/* The stocks' protocol is chosen before any group can have one. */
+	sl__stock_protocol_init();
 	policy = policy_of(opts->policy);
 	if (!policy || !all_zero(opts->reserved, sizeof(opts->reserved)))
 		return -EINVAL;

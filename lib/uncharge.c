@@ -109,21 +109,40 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount)
 	return left ? -EINVAL : 0;
 }
 
+/* The slot can take amount back: its ledger covers it, its cap has room. */
+static inline bool slot_takes(uint64_t w, uint64_t amount, uint64_t cap)
+{
+	return sl__word_ledger(w) >= amount && sl__word_units(w) + amount <= cap;
+}
+
 int sl_uncharge(sl_group *g, uint64_t amount)
 {
 	struct sl__stock *s = sl__tls_stock;
 	struct sl__slot *sl;
 
 	if (sl__likely(s && g) && (sl = sl__slot_find(s, g))) {
-		uint64_t w = sl__load(&sl->word, SL_RELAXED);
-
 		/* Only what this slot's ledger covers: an over-uncharge always
 		 * reaches the slow path, which catches it.  Relaxed: as in
-		 * sl_charge(). */
-		while (sl__word_ledger(w) >= amount && sl__word_units(w) + amount <= sl->cap)
-			if (sl__cas_weak(&sl->word, &w, w + amount - (amount << SL__LEDGER_SHIFT), SL_RELAXED,
-					 SL_RELAXED))
-				return 0;
+		 * sl_charge(), and with its two protocols. */
+		uint64_t w;
+
+		if (sl__likely(sl__stock_protocol == SL__STOCK_FENCE)) {
+			if (sl__stock_enter(s)) {
+				w = sl__load(&sl->word, SL_RELAXED);
+				if (sl__likely(slot_takes(w, amount, sl->cap))) {
+					sl__store(&sl->word, w + amount - (amount << SL__LEDGER_SHIFT), SL_RELAXED);
+					sl__stock_leave(s);
+					return 0;
+				}
+				sl__stock_leave(s);
+			}
+		} else {
+			w = sl__load(&sl->word, SL_RELAXED);
+			while (slot_takes(w, amount, sl->cap))
+				if (sl__cas_weak(&sl->word, &w, w + amount - (amount << SL__LEDGER_SHIFT), SL_RELAXED,
+						 SL_RELAXED))
+					return 0;
+		}
 	}
 	return sl__uncharge_slow(g, amount);
 }

@@ -155,6 +155,6 @@ void sl__reclaim_by_excess(struct sl__reclaim *r, void (*pass1)(struct sl__recla
 		pass1(r, &v);
 		victims_release(&v);
 	}
-	if (r->freed < r->target)
+	if (sl__pass2_begin(r))
 		sl__proportional(r, r->scope, r->target - r->freed);
 }

@@ -17,12 +17,19 @@
  *
  * Bounded by SL_HANDOFF_SECONDS (default 1 per run).
  */
+#define _GNU_SOURCE /* syscall() */
 #include "helpers.h"
 
 #include <stdbool.h>
 
 /* Hidden in the shared library, reachable from the archive. */
 #include "testing.h"
+
+#include <linux/membarrier.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define THREADS 8
 #define GROUPS 10 /* more than a stock's 8 slots: slots are rebound as we go */
@@ -381,6 +388,33 @@ START_TEST(every_fold_defeated_still_exact)
 }
 END_TEST
 
+/*
+ * The stocks' protocol (lib/stock.c) is the membarrier fence wherever the
+ * kernel has it, so that these tests and the torture in ordinary builds
+ * exercise it, and compare-and-swap under SOFTLIMIT_MEMBARRIER=0 (which
+ * scripts/test runs too) and ThreadSanitizer, which does not model the fence.
+ */
+START_TEST(the_stock_protocol_is_the_fence_where_the_kernel_has_it)
+{
+	const char *env = getenv("SOFTLIMIT_MEMBARRIER");
+	long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	int want = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) && !(env && strcmp(env, "0") == 0);
+	sl_tree *t;
+
+#if defined(__SANITIZE_THREAD__)
+	want = 0;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+	want = 0;
+#endif
+#endif
+	ck_assert_int_eq(sl_tree_create(NULL, &t), 0);
+	ck_assert_int_eq(sl__stock_protocol, want);
+	fprintf(stderr, "handoff: stock protocol %s\n", sl__stock_protocol ? "fence (membarrier)" : "compare-and-swap");
+	sl_tree_destroy(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("handoff");
@@ -388,6 +422,7 @@ int main(void)
 
 	H.seconds = test_seconds("SL_HANDOFF_SECONDS", 1.0);
 	tcase_set_timeout(tc, 60 + 4 * H.seconds);
+	tcase_add_test(tc, the_stock_protocol_is_the_fence_where_the_kernel_has_it);
 	tcase_add_test(tc, handoff_every_shortfall_exact);
 	tcase_add_test(tc, handoff_default_folds);
 	tcase_add_test(tc, handoff_without_stocks);

@@ -239,7 +239,8 @@ enum {
  *
  * At max, without SL_NORECLAIM: stocks under the group in the way are
  * drained, then the group's subtree is reclaimed by the policy, for the
- * amount missing plus the tree's reclaim batch, and the charge is tried
+ * amount missing plus the tree's reclaim batch (the batch from pass 1 only:
+ * it never costs a group what its policy grants), and the charge is tried
  * again, first as a stock refill (so the room made serves this thread's
  * next charges too).  It fails with -ENOMEM only when reclaim cannot make
  * progress: 16 rounds in a row in which no reclaim of the tree, this one
@@ -294,7 +295,11 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
  * too, while charges, uncharges, stats and group create and destroy go on.
  * Concurrent reclaims share the work: each claims what it asks a callback
  * for, and never claims what others claimed or what would take a group
- * under its floor, so together they free about what they asked for.
+ * under its floor, so together they free about what they asked for.  The
+ * floors hold for what is asked: a callback that frees more than asked
+ * (whole items) while other reclaims of the same groups are in flight may
+ * take a group below its min by less than one item per such reclaim;
+ * callbacks that free at most what they are asked keep min exact.
  * Callbacks run in the calling thread with no library lock held; the same
  * group's callback may run on several threads at once, so it must be
  * thread-safe.  Inside a callback charges never reclaim (they fail at max
@@ -324,7 +329,9 @@ SL_API int sl_group_set_headroom(sl_group *g, uint64_t headroom);
 /**
  * sl_background_reclaim() - one round of background reclaim of @t: every
  * group with a headroom whose usage is above max - headroom is reclaimed
- * down to it, by the tree's policy.  Returns the units freed (0 for NULL or
+ * down to it, by the tree's policy, from what pass 1 may take only:
+ * reclaim ahead of need never takes what the policy grants a group (its
+ * soft limit, its protection); charges at max still may, in pass 2.  Returns the units freed (0 for NULL or
  * inside a callback).  Thread-safe; for hosts that run their own loop.
  */
 SL_API uint64_t sl_background_reclaim(sl_tree *t);
