@@ -212,7 +212,7 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 
 /* ==== 1. no false failure on a full, fully reclaimable tree ==== */
 
-#define FULL_ROOT_MAX (2 * 1024 * KIB)
+#define FULL_ROOT_MAX (64 * KIB)
 #define FULL_MAX_THREADS 4
 #define FULL_MIN_ITEM 256
 
@@ -282,7 +282,7 @@ START_TEST(threads_charging_a_full_fully_reclaimable_tree_never_see_enomem)
 	struct full f;
 	struct full_arg args[FULL_MAX_THREADS];
 	pthread_t th[FULL_MAX_THREADS];
-	uint64_t total = env_u64("SL_LIMIT_CHARGES", LIMIT_TSAN ? 3000 : 24000), sum = 0;
+	uint64_t total = env_u64("SL_LIMIT_CHARGES", LIMIT_TSAN ? 4000 : 50000), sum = 0;
 	int ntenants, k;
 	sl_tree *t;
 	sl_group *root;
