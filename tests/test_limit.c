@@ -103,6 +103,10 @@ static uint64_t tenant_pop_locked(struct tenant *tn)
 	return size;
 }
 
+/* Set on the threads that run sl_background_run(); callbacks count there. */
+static _Thread_local int on_background_thread;
+static atomic_uint_fast64_t background_callbacks;
+
 static uint64_t evict(sl_group *g, uint64_t target, void *ctx)
 {
 	struct tenant *tn = ctx;
@@ -116,6 +120,8 @@ static uint64_t evict(sl_group *g, uint64_t target, void *ctx)
 	atomic_fetch_add_explicit(&tn->calls, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&tn->asked, target, memory_order_relaxed);
 	atomic_fetch_add_explicit(&tn->freed, freed, memory_order_relaxed);
+	if (on_background_thread)
+		atomic_fetch_add_explicit(&background_callbacks, 1, memory_order_relaxed);
 	if (!pthread_equal(pthread_self(), tn->main_thread))
 		atomic_store_explicit(&tn->ran_off_main, 1, memory_order_relaxed);
 	return freed;
@@ -358,6 +364,21 @@ START_TEST(threads_charging_a_full_fully_reclaimable_tree_never_see_enomem)
 }
 END_TEST
 
+/* A thread of the host's that runs background reclaim until stopped. */
+struct bg {
+	sl_tree *t;
+	int rc;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg *b = arg;
+
+	on_background_thread = 1;
+	b->rc = sl_background_run(b->t);
+	return NULL;
+}
+
 /* ==== 2. reclaims racing charges, uncharges, create and destroy ==== */
 
 /*
@@ -365,7 +386,10 @@ END_TEST
  *   A (soft 128 KiB)      a1, a2        charged by the chargers
  *   B (max 256 KiB)       b1, b2        charged by the chargers
  *   keeper (min 64 KiB)   charged 64 KiB once; has a callback
- *   A/tmp, B/tmp          created, charged, emptied, destroyed by the churner
+ *   A/tmp, B/tmp          created (max 32 KiB, headroom 16 KiB), charged,
+ *                         emptied, destroyed by the churner
+ * and a background reclaimer keeps B and the tmp groups under their
+ * watermarks meanwhile.
  */
 #define RACE_ROOT_MAX (1024 * KIB)
 #define RACE_B_MAX (256 * KIB)
@@ -451,6 +475,10 @@ static void *race_churner(void *arg)
 	struct race_arg *a = arg;
 	struct race *r = a->r;
 	uint64_t rng = 0x5eedu, cycles = 0, busy = 0;
+	struct sl_limits tmp_lim;
+
+	sl_limits_init(&tmp_lim);
+	tmp_lim.max = 32 * KIB;
 
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
 		struct tenant *tn = malloc(sizeof(*tn));
@@ -467,7 +495,7 @@ static void *race_churner(void *arg)
 		tn->ring = calloc(tn->cap, sizeof(*tn->ring));
 		tn->main_thread = pthread_self();
 		snprintf(name, sizeof(name), "tmp%" PRIu64, cycles % 3);
-		rc = sl_group_create(parent, name, NULL, &evict_ops, tn, &g);
+		rc = sl_group_create(parent, name, &tmp_lim, &evict_ops, tn, &g);
 		T_CHECK(rc == 0, "create %s: %d", name, rc);
 		if (rc) {
 			free(tn->ring);
@@ -479,6 +507,8 @@ static void *race_churner(void *arg)
 		pthread_mutex_lock(&tn->lock);
 		tn->g = g;
 		pthread_mutex_unlock(&tn->lock);
+		rc = sl_group_set_headroom(g, 16 * KIB);
+		T_CHECK(rc == 0, "headroom of %s: %d", name, rc);
 		for (k = 0; k < 16; k++) {
 			rc = tenant_set(tn, rng_range(&rng, 256, 4 * KIB), 0);
 			T_CHECK(rc == 0 || rc == -ENOMEM, "charge tmp: %d", rc);
@@ -517,8 +547,9 @@ START_TEST(reclaims_racing_charges_and_destroys_keep_the_ledger_max_and_min)
 	enum sl_policy policy = policy_of(_i);
 	uint64_t batch = test_batch((_i / NPOLICY) % SL_TEST_NBATCH);
 	double seconds = test_seconds("SL_LIMIT_SECONDS", 0.4), end;
-	pthread_t th[RACE_CHARGERS + RACE_RECLAIMERS + 1];
+	pthread_t th[RACE_CHARGERS + RACE_RECLAIMERS + 1], bgt;
 	struct race_arg args[RACE_CHARGERS + RACE_RECLAIMERS + 1];
+	struct bg b;
 	struct race r;
 	struct sl_limits lim;
 	struct sl_stats st, ks;
@@ -548,6 +579,12 @@ START_TEST(reclaims_racing_charges_and_destroys_keep_the_ledger_max_and_min)
 	for (k = 0; k < (int)(RACE_KEEP / KIB); k++)
 		ck_assert_int_eq(tenant_set(&r.keeper, KIB, 0), 0);
 
+	ck_assert_int_eq(sl_group_set_headroom(r.B, 64 * KIB), 0);
+	atomic_store(&background_callbacks, 0);
+	b.t = r.t;
+	b.rc = 1;
+	start_thread(&bgt, bg_main, &b);
+
 	thread_failure_reset();
 	for (k = 0; k < RACE_CHARGERS; k++, n++) {
 		args[n] = (struct race_arg){ &r, k };
@@ -569,12 +606,17 @@ START_TEST(reclaims_racing_charges_and_destroys_keep_the_ledger_max_and_min)
 	atomic_store(&r.stop, 1);
 	for (k = 0; k < n; k++)
 		join_thread(th[k]);
+	sl_background_stop(r.t);
+	join_thread(bgt);
+	ck_assert_int_eq(b.rc, 0);
 	ASSERT_NO_THREAD_FAILURE();
 	ck_assert_msg(atomic_load(&r.charges) > 0 && atomic_load(&r.reclaims) > 0 && atomic_load(&r.churns) > 0,
 		      "%s: too little ran: %" PRIu64 " charges, %" PRIu64 " reclaims, %" PRIu64 " churns", what,
 		      (uint64_t)atomic_load(&r.charges), (uint64_t)atomic_load(&r.reclaims),
 		      (uint64_t)atomic_load(&r.churns));
 	ck_assert_uint_eq(atomic_load(&r.destroy_busy), 0);
+	/* The background reclaimer took part. */
+	ck_assert_uint_gt(atomic_load(&background_callbacks), 0);
 	/* Everything but the keeper's min can be freed: no charge may fail. */
 	ck_assert_msg(atomic_load(&r.enomem) == 0, "%s: %" PRIu64 " unforced charges failed with -ENOMEM", what,
 		      (uint64_t)atomic_load(&r.enomem));
@@ -734,19 +776,6 @@ END_TEST
 
 /* ==== 4. background reclaim ==== */
 
-struct bg {
-	sl_tree *t;
-	int rc;
-};
-
-static void *bg_main(void *arg)
-{
-	struct bg *b = arg;
-
-	b->rc = sl_background_run(b->t);
-	return NULL;
-}
-
 /* Poll @g until usage + stocked <= @limit or @seconds pass; 1 if reached. */
 static int wait_below(sl_group *g, uint64_t limit, double seconds)
 {
@@ -892,6 +921,36 @@ START_TEST(background_api_rejects_bad_arguments_and_refuses_inside_a_callback)
 }
 END_TEST
 
+/* ==== found while writing these ==== */
+
+/*
+ * LIBRARY BUG (reported to the lead, not fixed here): a reclaim whose scope
+ * has no candidate for pass 1 (here a leaf asked for more than it holds:
+ * its own charges go first, then nothing is left to collect) calls
+ * qsort(NULL, 0, ...) in lib/victims.c sl__reclaim_by_excess(), undefined
+ * behaviour that UBSan reports ("null pointer passed as argument 1") and
+ * that the ASan+UBSan step of scripts/test stops on.  The plain build
+ * passes; the ASan+UBSan build fails here until that is fixed.
+ */
+START_TEST(reclaim_of_a_leaf_for_more_than_it_holds_frees_what_it_holds)
+{
+	struct tenant tn;
+	sl_tree *t = limit_tree(policy_of(_i), test_batch(_i / NPOLICY), 0, SL_UNLIMITED);
+	int k;
+
+	tenant_init(&tn, 16);
+	tenant_group(sl_tree_root(t), "leaf", NULL, &tn);
+	for (k = 0; k < 4; k++)
+		ck_assert_int_eq(tenant_set(&tn, KIB, 0), 0);
+	ck_assert_uint_eq(sl_reclaim(tn.g, 8 * KIB, 0), 4 * KIB);
+	ck_assert_uint_eq(usage_of(tn.g), 0);
+	ck_assert_uint_eq(tenant_bytes(&tn), 0);
+	ck_assert_int_eq(sl_group_destroy(tn.g), 0);
+	tenant_fini(&tn);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 static Suite *limit_suite(void)
 {
 	Suite *s = suite_create("limit");
@@ -919,6 +978,12 @@ static Suite *limit_suite(void)
 	tcase_add_loop_test(tc, background_run_brings_usage_back_under_the_watermark_and_stops, 0,
 			    NPOLICY * SL_TEST_NBATCH);
 	tcase_add_test(tc, background_api_rejects_bad_arguments_and_refuses_inside_a_callback);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("found");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, reclaim_of_a_leaf_for_more_than_it_holds_frees_what_it_holds, 0,
+			    NPOLICY * SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 	return s;
 }
