@@ -180,6 +180,19 @@ static uint64_t tenant_bytes(struct tenant *tn)
 	return b;
 }
 
+/* Charge items of size until tn holds at least @bytes; the first failure's
+ * rc, or 0.  (One assertion for the loop: Check records each one.) */
+static int tenant_fill(struct tenant *tn, uint64_t size, uint64_t bytes)
+{
+	while (tenant_bytes(tn) < bytes) {
+		int rc = tenant_set(tn, size, 0);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static sl_group *tenant_group(sl_group *parent, const char *name, const struct sl_limits *lim,
 			      struct tenant *tn)
 {
@@ -576,8 +589,7 @@ START_TEST(reclaims_racing_charges_and_destroys_keep_the_ledger_max_and_min)
 	lim.min = RACE_KEEP;
 	tenant_init(&r.keeper, RACE_KEEP / KIB + 8);
 	tenant_group(r.root, "keeper", &lim, &r.keeper);
-	for (k = 0; k < (int)(RACE_KEEP / KIB); k++)
-		ck_assert_int_eq(tenant_set(&r.keeper, KIB, 0), 0);
+	ck_assert_int_eq(tenant_fill(&r.keeper, KIB, RACE_KEEP), 0);
 
 	ck_assert_int_eq(sl_group_set_headroom(r.B, 64 * KIB), 0);
 	atomic_store(&background_callbacks, 0);
@@ -678,6 +690,154 @@ START_TEST(reclaims_racing_charges_and_destroys_keep_the_ledger_max_and_min)
 }
 END_TEST
 
+/*
+ * Concurrent reclaims share a group's excess through claims: four threads
+ * reclaim at once, each for the whole excess above min, from a callback
+ * that sleeps before it evicts (so that they overlap).  Between them they
+ * take the excess once, and min stays.
+ *
+ * Two hosts: one whose callback frees exactly what it is asked (a byte
+ * pool), and the FIFO of 1 KiB items, which frees whole items, so up to an
+ * item more than asked (the header allows it: what a callback returns is
+ * believed as far as usage fell).
+ *
+ * LIBRARY BUG (reported to the lead, not fixed here): under
+ * SL_POLICY_PROTECTION with whole-item callbacks, the four reclaims take
+ * 1-2 KiB of min (usage ends at 59392 or 60416 with min 61440).  PROTECTION
+ * asks in rounds of amounts that are not whole items (5120, 4480, 3840,
+ * ...); each reclaim's claim is computed as if the others' callbacks free
+ * exactly what they claimed, so one callback's rounding up eats into the
+ * room another reclaim has already claimed above the floor.  A single
+ * reclaim keeps min, so do exact callbacks and the other two policies.
+ * Iterations 8 and 11 (PROTECTION, whole items) fail until then.
+ *
+ * _i: policy, then batch setting, then the pool or the items.
+ */
+#define SHARE_USAGE (100 * KIB)
+#define SHARE_MIN (60 * KIB)
+#define SHARE_THREADS 4
+
+struct pool {
+	pthread_mutex_t lock;
+	uint64_t bytes;
+	atomic_uint_fast64_t freed;
+};
+
+static void nap_2ms(void)
+{
+	struct timespec ts = { 0, 2 * 1000 * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static uint64_t slow_evict(sl_group *g, uint64_t target, void *ctx)
+{
+	nap_2ms();
+	return evict(g, target, ctx);
+}
+
+static uint64_t slow_exact(sl_group *g, uint64_t target, void *ctx)
+{
+	struct pool *p = ctx;
+	uint64_t n;
+
+	nap_2ms();
+	pthread_mutex_lock(&p->lock);
+	n = target < p->bytes ? target : p->bytes;
+	p->bytes -= n;
+	T_CHECK(!n || sl_uncharge(g, n) == 0, "uncharge of %" PRIu64 " freed by the pool", n);
+	pthread_mutex_unlock(&p->lock);
+	atomic_fetch_add(&p->freed, n);
+	return n;
+}
+
+struct share {
+	sl_group *scope;
+	struct gate go;
+	atomic_uint_fast64_t returned;
+};
+
+static void *share_reclaimer(void *arg)
+{
+	struct share *sh = arg;
+
+	gate_wait(&sh->go);
+	atomic_fetch_add(&sh->returned, sl_reclaim(sh->scope, SHARE_USAGE - SHARE_MIN, 0));
+	return NULL;
+}
+
+START_TEST(concurrent_reclaims_take_the_excess_once_and_never_min)
+{
+	static const struct sl_ops item_ops = { .reclaim = slow_evict }, pool_ops = { .reclaim = slow_exact };
+	enum sl_policy policy = policy_of(_i);
+	int exact = (_i / (NPOLICY * SL_TEST_NBATCH)) % 2 == 0;
+	sl_tree *t = limit_tree(policy, test_batch((_i / NPOLICY) % SL_TEST_NBATCH), 0, SL_UNLIMITED);
+	pthread_t th[SHARE_THREADS];
+	struct sl_limits lim;
+	struct tenant tn;
+	struct pool pool;
+	sl_group *mid, *g = NULL;
+	int round, k;
+
+	/* root -> mid -> g: the scope is mid, so that g's min is a child's
+	 * protection under every policy (a scope's own does not shield it
+	 * under PROTECTION). */
+	mid = group_new(sl_tree_root(t), "mid", SL_UNLIMITED);
+	sl_limits_init(&lim);
+	lim.min = SHARE_MIN;
+	tenant_init(&tn, SHARE_USAGE / KIB + 8);
+	memset(&pool, 0, sizeof(pool));
+	pthread_mutex_init(&pool.lock, NULL);
+	ck_assert_int_eq(sl_group_create(mid, "g", &lim, exact ? &pool_ops : &item_ops,
+					 exact ? (void *)&pool : (void *)&tn, &g), 0);
+	tn.g = g;
+	thread_failure_reset();
+	for (round = 0; round < 3; round++) {
+		struct share sh = { .scope = mid };
+		uint64_t freed0 = exact ? atomic_load(&pool.freed) : atomic_load(&tn.freed), freed, held;
+
+		if (exact) {
+			pthread_mutex_lock(&pool.lock);
+			ck_assert_int_eq(sl_charge(g, SHARE_USAGE - pool.bytes, 0), 0);
+			pool.bytes = SHARE_USAGE;
+			pthread_mutex_unlock(&pool.lock);
+		} else {
+			ck_assert_int_eq(tenant_fill(&tn, KIB, SHARE_USAGE), 0);
+		}
+		gate_init(&sh.go);
+		atomic_init(&sh.returned, 0);
+		for (k = 0; k < SHARE_THREADS; k++)
+			start_thread(&th[k], share_reclaimer, &sh);
+		gate_open(&sh.go);
+		for (k = 0; k < SHARE_THREADS; k++)
+			join_thread(th[k]);
+		gate_destroy(&sh.go);
+		ASSERT_NO_THREAD_FAILURE();
+		freed = (exact ? atomic_load(&pool.freed) : atomic_load(&tn.freed)) - freed0;
+		held = exact ? pool.bytes : tenant_bytes(&tn);
+		ck_assert_msg(held == SHARE_MIN && usage_of(g) == SHARE_MIN,
+			      "%s, %s callbacks, round %d: %d reclaims at once left %" PRIu64 " (usage %" PRIu64
+			      "), min %" PRIu64,
+			      policy_name(policy), exact ? "exact" : "whole-item", round, SHARE_THREADS, held,
+			      usage_of(g), SHARE_MIN);
+		ck_assert_uint_eq(freed, SHARE_USAGE - SHARE_MIN);
+		ck_assert_uint_eq(atomic_load(&sh.returned), SHARE_USAGE - SHARE_MIN);
+	}
+	assert_tree_ok(t);
+	if (exact) {
+		ck_assert_int_eq(sl_uncharge(g, pool.bytes), 0);
+		pool.bytes = 0;
+	} else {
+		tenant_clear(&tn);
+	}
+	ck_assert_int_eq(sl_group_destroy(g), 0);
+	ck_assert_int_eq(sl_group_destroy(mid), 0);
+	tenant_fini(&tn);
+	pthread_mutex_destroy(&pool.lock);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* ==== 3. the reclaim batch ==== */
 
 struct batch_case {
@@ -710,7 +870,7 @@ START_TEST(charge_at_max_reclaims_need_plus_batch_and_the_next_charges_find_room
 	struct tenant tn;
 	struct sl_limits lim;
 	sl_tree *t;
-	uint64_t k, round, last_freed = 0;
+	uint64_t round, last_freed = 0;
 	char what[128];
 
 	snprintf(what, sizeof(what), "reclaim_batch %" PRIu64 ", max %" PRIu64 " on the %s, %s, %s", c->reclaim_batch,
@@ -723,8 +883,7 @@ START_TEST(charge_at_max_reclaims_need_plus_batch_and_the_next_charges_find_room
 	tenant_init(&tn, c->max / S + 8);
 	tenant_group(sl_tree_root(t), "t", &lim, &tn);
 
-	for (k = 0; k < c->max / S; k++)
-		ck_assert_int_eq(tenant_set(&tn, S, 0), 0);
+	ck_assert_int_eq(tenant_fill(&tn, S, c->max), 0);
 	ck_assert_msg(atomic_load(&tn.calls) == 0, "%s: callback called before max", what);
 	ck_assert_uint_eq(tenant_bytes(&tn), c->max);
 
@@ -829,8 +988,7 @@ START_TEST(background_run_brings_usage_back_under_the_watermark_and_stops)
 	start_thread(&th, bg_main, &b);
 	for (wave = 0; wave < 3; wave++) {
 		/* Up to 15/16 of max, well past the watermark. */
-		while (tenant_bytes(&tn) < max - max / 16)
-			ck_assert_int_eq(tenant_set(&tn, S, 0), 0);
+		ck_assert_int_eq(tenant_fill(&tn, S, max - max / 16), 0);
 		ck_assert_msg(wait_below(tn.g, max - headroom, 10.0),
 			      "wave %" PRIu64 ": usage %" PRIu64 " + stocked %" PRIu64 " still above the watermark %" PRIu64
 			      " after 10 s",
@@ -853,8 +1011,7 @@ START_TEST(background_run_brings_usage_back_under_the_watermark_and_stops)
 
 	/* One round by hand: down to the watermark, no further. */
 	ck_assert_int_eq(sl_group_set_headroom(tn.g, 0), 0);
-	while (tenant_bytes(&tn) < max - max / 16)
-		ck_assert_int_eq(tenant_set(&tn, S, 0), 0);
+	ck_assert_int_eq(tenant_fill(&tn, S, max - max / 16), 0);
 	ck_assert_uint_eq(sl_background_reclaim(t), 0); /* no headroom: nothing to do */
 	ck_assert_int_eq(sl_group_set_headroom(tn.g, headroom), 0);
 	k = sl_background_reclaim(t);
@@ -936,12 +1093,10 @@ START_TEST(reclaim_of_a_leaf_for_more_than_it_holds_frees_what_it_holds)
 {
 	struct tenant tn;
 	sl_tree *t = limit_tree(policy_of(_i), test_batch(_i / NPOLICY), 0, SL_UNLIMITED);
-	int k;
 
 	tenant_init(&tn, 16);
 	tenant_group(sl_tree_root(t), "leaf", NULL, &tn);
-	for (k = 0; k < 4; k++)
-		ck_assert_int_eq(tenant_set(&tn, KIB, 0), 0);
+	ck_assert_int_eq(tenant_fill(&tn, KIB, 4 * KIB), 0);
 	ck_assert_uint_eq(sl_reclaim(tn.g, 8 * KIB, 0), 4 * KIB);
 	ck_assert_uint_eq(usage_of(tn.g), 0);
 	ck_assert_uint_eq(tenant_bytes(&tn), 0);
@@ -965,6 +1120,8 @@ static Suite *limit_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, reclaims_racing_charges_and_destroys_keep_the_ledger_max_and_min, 0,
 			    NPOLICY * SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, concurrent_reclaims_take_the_excess_once_and_never_min, 0,
+			    2 * NPOLICY * SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reclaim batch");
