@@ -838,6 +838,97 @@ START_TEST(concurrent_reclaims_take_the_excess_once_and_never_min)
 }
 END_TEST
 
+/*
+ * A charge at a max that nothing under it can meet (no callback there)
+ * fails with -ENOMEM although another tenant, elsewhere in the tree, keeps
+ * reclaiming at its own max: progress of reclaims that cannot make room in
+ * the way is no reason to keep trying (the issue's rule: fail "only when
+ * reclaim cannot make progress: what is left under the group in the way
+ * ... belongs to groups without a callback").  The busy tenant stops on
+ * its own after a few seconds; the charge must have failed before that.
+ * _i: policy.
+ */
+struct busy {
+	struct tenant *tn;
+	atomic_int stop, timed_out;
+	atomic_uint_fast64_t charges;
+	double until;
+};
+
+static void *busy_charger(void *arg)
+{
+	struct busy *b = arg;
+
+	while (!atomic_load(&b->stop)) {
+		int rc = tenant_set(b->tn, KIB, 0);
+
+		T_CHECK(rc == 0, "busy tenant's charge: %d", rc);
+		atomic_fetch_add(&b->charges, 1);
+		if (now_seconds() > b->until) {
+			atomic_store(&b->timed_out, 1);
+			break;
+		}
+	}
+	return NULL;
+}
+
+START_TEST(charge_where_nothing_can_be_freed_fails_while_another_subtree_reclaims)
+{
+	sl_tree *t = limit_tree(policy_of(_i), 0, 0, SL_UNLIMITED);
+	struct tenant busy_tn;
+	struct busy b;
+	pthread_t th;
+	sl_group *stuck;
+	int rc;
+
+	stuck = group_new(sl_tree_root(t), "stuck", 64 * KIB); /* no callback */
+	ck_assert_int_eq(sl_charge(stuck, 64 * KIB, 0), 0);
+	tenant_init(&busy_tn, 64 + 8);
+	{
+		struct sl_limits lim;
+
+		sl_limits_init(&lim);
+		lim.max = 64 * KIB;
+		tenant_group(sl_tree_root(t), "busy", &lim, &busy_tn);
+	}
+	memset(&b, 0, sizeof(b));
+	b.tn = &busy_tn;
+	b.until = now_seconds() + test_seconds("SL_LIMIT_BUSY_SECONDS", 5.0);
+	thread_failure_reset();
+	start_thread(&th, busy_charger, &b);
+	/* The busy tenant is past its max and reclaiming on every charge. */
+	while (atomic_load(&b.charges) < 1000 && !atomic_load(&b.timed_out))
+		sched_yield();
+	{
+		uint64_t c0 = atomic_load(&b.charges), y0 = stats_of(busy_tn.g).events_max;
+		double t0 = now_seconds();
+
+		rc = sl_charge(stuck, KIB, 0);
+		if (getenv("SL_LIMIT_VERBOSE"))
+			fprintf(stderr, "%s: the charge at stuck's max took %.3f ms; the busy tenant charged %" PRIu64
+				" times, %" PRIu64 " at max, meanwhile\n",
+				policy_name(policy_of(_i)), (now_seconds() - t0) * 1e3, atomic_load(&b.charges) - c0,
+				stats_of(busy_tn.g).events_max - y0);
+	}
+	atomic_store(&b.stop, 1);
+	join_thread(th);
+	ASSERT_NO_THREAD_FAILURE();
+	ck_assert_int_eq(rc, -ENOMEM);
+	ck_assert_msg(!atomic_load(&b.timed_out),
+		      "the charge at stuck's max returned only after the busy tenant stopped reclaiming "
+		      "(%" PRIu64 " busy charges meanwhile)",
+		      (uint64_t)atomic_load(&b.charges));
+	ck_assert_uint_eq(stats_of(stuck).events_oom, 1);
+	ck_assert_uint_eq(usage_of(stuck), 64 * KIB);
+	ck_assert_int_eq(sl_uncharge(stuck, 64 * KIB), 0);
+	tenant_clear(&busy_tn);
+	ck_assert_int_eq(sl_group_destroy(busy_tn.g), 0);
+	ck_assert_int_eq(sl_group_destroy(stuck), 0);
+	tenant_fini(&busy_tn);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* ==== 3. the reclaim batch ==== */
 
 struct batch_case {
@@ -1114,6 +1205,8 @@ static Suite *limit_suite(void)
 	tc = tcase_create("no false failure");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, threads_charging_a_full_fully_reclaimable_tree_never_see_enomem, 0, 16 * NPOLICY);
+
+	tcase_add_loop_test(tc, charge_where_nothing_can_be_freed_fails_while_another_subtree_reclaims, 0, NPOLICY);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("racing reclaims");
