@@ -1119,6 +1119,57 @@ START_TEST(background_run_brings_usage_back_under_the_watermark_and_stops)
 }
 END_TEST
 
+/*
+ * Two background runners of one tree, asleep with nothing to do: a headroom
+ * set on a group already above the new watermark gets it reclaimed, and
+ * sl_background_stop() makes both return.  _i: policy.
+ */
+START_TEST(background_runners_act_on_a_new_headroom_and_all_stop)
+{
+	const uint64_t max = 1024 * KIB, headroom = 256 * KIB;
+	sl_tree *t = limit_tree(policy_of(_i), 0, SL_RECLAIM_BATCH_DEFAULT, SL_UNLIMITED);
+	struct sl_limits lim;
+	struct tenant tn;
+	struct bg b[2];
+	pthread_t th[2];
+	int k;
+
+	sl_limits_init(&lim);
+	lim.max = max;
+	tenant_init(&tn, max / KIB + 8);
+	tenant_group(sl_tree_root(t), "t", &lim, &tn);
+	ck_assert_int_eq(tenant_fill(&tn, KIB, max - max / 16), 0);
+	thread_failure_reset();
+	for (k = 0; k < 2; k++) {
+		b[k].t = t;
+		b[k].rc = 1;
+		start_thread(&th[k], bg_main, &b[k]);
+	}
+	/* No group has a headroom: the runners find nothing to do. */
+	{
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	ck_assert_uint_eq(atomic_load(&tn.calls), 0);
+	ck_assert_int_eq(sl_group_set_headroom(tn.g, headroom), 0);
+	ck_assert_msg(wait_below(tn.g, max - headroom, 10.0),
+		      "usage %" PRIu64 " still above the new watermark %" PRIu64 " after 10 s", usage_of(tn.g),
+		      max - headroom);
+	sl_background_stop(t);
+	for (k = 0; k < 2; k++) {
+		join_thread(th[k]);
+		ck_assert_int_eq(b[k].rc, 0);
+	}
+	ASSERT_NO_THREAD_FAILURE();
+	ck_assert_uint_eq(usage_of(tn.g), tenant_bytes(&tn));
+	tenant_clear(&tn);
+	ck_assert_int_eq(sl_group_destroy(tn.g), 0);
+	tenant_fini(&tn);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* Calls a callback records: the background API inside a reclaim callback. */
 static int cb_run_rc = 1;
 static uint64_t cb_reclaim_ret = 1;
@@ -1227,6 +1278,7 @@ static Suite *limit_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, background_run_brings_usage_back_under_the_watermark_and_stops, 0,
 			    NPOLICY * SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, background_runners_act_on_a_new_headroom_and_all_stop, 0, NPOLICY);
 	tcase_add_test(tc, background_api_rejects_bad_arguments_and_refuses_inside_a_callback);
 	suite_add_tcase(s, tc);
 
