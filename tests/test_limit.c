@@ -14,7 +14,7 @@
  *    reclaim_batch 0 frees just the need;
  *  - background reclaim keeps a group under max - headroom, and its API's
  *    errors.
- * Two tests are marked LIBRARY BUG: they fail until lib/ is fixed.
+ * Three tests are marked LIBRARY BUG: they fail until lib/ is fixed.
  *
  * Each tenant is a small FIFO cache: its reclaim callback evicts the oldest
  * items and uncharges them, as a real cache does.
@@ -1029,6 +1029,60 @@ START_TEST(charge_at_max_reclaims_need_plus_batch_and_the_next_charges_find_room
 }
 END_TEST
 
+/*
+ * The batch is room for later charges, not a need: it must not take what
+ * the policy protects while the groups over their soft limits can pay the
+ * need.  root (max 128 KiB, so the batch is 8 KiB): a (soft = usage =
+ * 120 KiB) and b (soft 0, 8 KiB).  A charge of 1 KiB to b at max can be
+ * paid by b alone; a keeps all it has and counts no low event.  _i: policy,
+ * then batch setting.
+ *
+ * LIBRARY BUG (reported to the lead, not fixed here): every policy takes
+ * 1 KiB from a and counts a low event.  The charge reclaims need + batch =
+ * 9 KiB as one target; pass 1 finds only b's 8 KiB, so pass 2 takes the
+ * rest from everyone, a included, for room no charge has asked for yet.
+ * With reclaim_batch 0 the test passes.  The batch should be taken in pass
+ * 1 only (or the need reclaimed first and the batch as a pass-1-only
+ * extra).  Every iteration fails until then.
+ */
+START_TEST(the_reclaim_batch_does_not_take_protection_while_others_can_pay_the_need)
+{
+	enum sl_policy policy = policy_of(_i);
+	sl_tree *t = limit_tree(policy, test_batch((_i / NPOLICY) % SL_TEST_NBATCH), SL_RECLAIM_BATCH_DEFAULT,
+				128 * KIB);
+	struct tenant ta, tb;
+	struct sl_limits lim;
+	struct sl_stats sa;
+
+	sl_limits_init(&lim);
+	lim.soft = 120 * KIB;
+	tenant_init(&ta, 128 + 8);
+	tenant_init(&tb, 128 + 8);
+	tenant_group(sl_tree_root(t), "a", &lim, &ta);
+	tenant_group(sl_tree_root(t), "b", NULL, &tb);
+	ck_assert_int_eq(tenant_fill(&ta, KIB, 120 * KIB), 0);
+	ck_assert_int_eq(tenant_fill(&tb, KIB, 8 * KIB), 0);
+	ck_assert_uint_eq(atomic_load(&ta.calls) + atomic_load(&tb.calls), 0);
+
+	ck_assert_int_eq(tenant_set(&tb, KIB, 0), 0);
+	sa = stats_of(ta.g);
+	ck_assert_uint_gt(atomic_load(&tb.freed), 0);
+	ck_assert_msg(tenant_bytes(&ta) == 120 * KIB && sa.events_low == 0,
+		      "%s: a charge at max that b could pay took %" PRIu64 " from a, within its soft limit "
+		      "(low events %" PRIu64 "); b freed %" PRIu64,
+		      policy_name(policy), 120 * KIB - tenant_bytes(&ta), sa.events_low,
+		      (uint64_t)atomic_load(&tb.freed));
+	ck_assert_uint_eq(usage_of(sl_tree_root(t)), tenant_bytes(&ta) + tenant_bytes(&tb));
+	tenant_clear(&ta);
+	tenant_clear(&tb);
+	ck_assert_int_eq(sl_group_destroy(ta.g), 0);
+	ck_assert_int_eq(sl_group_destroy(tb.g), 0);
+	tenant_fini(&ta);
+	tenant_fini(&tb);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* ==== 4. background reclaim ==== */
 
 /* Poll @g until usage + stocked <= @limit or @seconds pass; 1 if reached. */
@@ -1277,6 +1331,8 @@ static Suite *limit_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, charge_at_max_reclaims_need_plus_batch_and_the_next_charges_find_room, 0,
 			    NBATCH_CASES * NPOLICY * SL_TEST_NBATCH * 2);
+	tcase_add_loop_test(tc, the_reclaim_batch_does_not_take_protection_while_others_can_pay_the_need, 0,
+			    NPOLICY * SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("background");
