@@ -2,9 +2,12 @@
 /*
  * Torture: eight threads charge, uncharge, reclaim, change limits and create
  * and destroy groups at once, under every policy, with reclaim callbacks that
- * re-enter the library.  A monitor samples the counters meanwhile.  At the
- * end every counter reconciles to zero, every stock is back, the tree's
- * invariants hold, and the root never passed its max.
+ * re-enter the library, while a background reclaimer keeps the root under
+ * its headroom.  Each policy runs with its own reclaim batch (the default, 0,
+ * a small one).  A monitor samples the counters meanwhile.  At the end every
+ * counter reconciles to zero, every stock is back, the tree's invariants
+ * hold, the root never passed its max, and a group whose min is all it holds
+ * kept every unit.
  *
  * Bounded by SL_TORTURE_SECONDS (default 2, split across the policies); run
  * it for minutes by hand, under TSan:
@@ -27,6 +30,8 @@
 #define SLOTS 4 /* namespaces per customer, created and destroyed as we go */
 #define WORKERS 8
 #define ROOT_MAX (1u << 20)
+#define ROOT_HEADROOM (128u << 10)
+#define KEEP (64u << 10) /* the keeper's min and all it holds */
 
 /* What the host holds for a group: never more than is charged to it. */
 struct host {
@@ -46,6 +51,9 @@ struct world {
 	sl_group *cust[CUSTOMERS];
 	struct host chost[CUSTOMERS];
 	struct slot slot[CUSTOMERS][SLOTS];
+	sl_group *keeper; /* min KEEP, charged KEEP, has a callback: never reclaimed */
+	struct host khost;
+	int bg_rc;
 	atomic_bool stop;
 	atomic_ulong ops, reclaimed_said, failures;
 	atomic_ulong errors; /* anything that must not happen */
@@ -243,6 +251,13 @@ static void *monitor(void *arg)
 	return NULL;
 }
 
+static void *background(void *arg)
+{
+	(void)arg;
+	W.bg_rc = sl_background_run(W.tree);
+	return NULL;
+}
+
 static double seconds_budget(void)
 {
 	const char *e = getenv("SL_TORTURE_SECONDS");
@@ -251,10 +266,11 @@ static double seconds_budget(void)
 	return s > 0 ? s : 2.0;
 }
 
-static void run_policy(enum sl_policy policy, double seconds)
+static void run_policy(enum sl_policy policy, uint64_t reclaim_batch, double seconds)
 {
 	struct sl_tree_opts o;
-	pthread_t th[WORKERS], mon;
+	struct sl_limits kl;
+	pthread_t th[WORKERS], mon, bg;
 	struct timespec ts;
 	struct sl_stats st;
 	int c, k, i;
@@ -262,7 +278,14 @@ static void run_policy(enum sl_policy policy, double seconds)
 	sl_tree_opts_init(&o);
 	o.policy = policy;
 	o.root.max = ROOT_MAX;
+	o.reclaim_batch = reclaim_batch;
 	ck_assert_int_eq(sl_tree_create(&o, &W.tree), 0);
+	ck_assert_int_eq(sl_group_set_headroom(sl_tree_root(W.tree), ROOT_HEADROOM), 0);
+	sl_limits_init(&kl);
+	kl.min = KEEP;
+	ck_assert_int_eq(sl_group_create(sl_tree_root(W.tree), "keeper", &kl, &ops, &W.khost, &W.keeper), 0);
+	ck_assert_int_eq(sl_charge(W.keeper, KEEP, 0), 0);
+	W.khost.held = KEEP;
 	for (c = 0; c < CUSTOMERS; c++) {
 		struct sl_limits l;
 		char name[16];
@@ -277,6 +300,8 @@ static void run_policy(enum sl_policy policy, double seconds)
 	}
 	atomic_store(&W.stop, false);
 	ck_assert_int_eq(pthread_create(&mon, NULL, monitor, NULL), 0);
+	W.bg_rc = 1;
+	ck_assert_int_eq(pthread_create(&bg, NULL, background, NULL), 0);
 	for (i = 0; i < WORKERS; i++)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(i + 1 + 16 * policy)), 0);
 	/* Long runs (by hand) say how far they are every 10 s. */
@@ -295,6 +320,9 @@ static void run_policy(enum sl_policy policy, double seconds)
 	for (i = 0; i < WORKERS; i++)
 		pthread_join(th[i], NULL);
 	pthread_join(mon, NULL);
+	sl_background_stop(W.tree);
+	pthread_join(bg, NULL);
+	ck_assert_int_eq(W.bg_rc, 0);
 
 	ck_assert_msg(atomic_load(&W.errors) == 0, "%lu errors, first: %s", atomic_load(&W.errors),
 		      W.first_error);
@@ -312,14 +340,23 @@ static void run_policy(enum sl_policy policy, double seconds)
 		ck_assert_uint_eq(st.usage, W.chost[c].held);
 		uncharge_from(W.cust[c], &W.chost[c], UINT64_MAX);
 	}
+	/* min is never reclaimed: the keeper holds all it had. */
+	ck_assert_int_eq(sl_group_stats(W.keeper, &st), 0);
+	ck_assert_uint_eq(W.khost.held, KEEP);
+	ck_assert_uint_eq(st.usage, KEEP);
+	ck_assert_uint_eq(st.reclaimed, 0);
+	uncharge_from(W.keeper, &W.khost, UINT64_MAX);
+	ck_assert_int_eq(sl_group_destroy(W.keeper), 0);
 	ck_assert_int_eq(sl_tree_check(W.tree), 0);
 	ck_assert_int_eq(sl_group_stats(sl_tree_root(W.tree), &st), 0);
 	ck_assert_uint_eq(st.usage, 0);
 	ck_assert_uint_le(st.peak, ROOT_MAX);
 	ck_assert_msg(atomic_load(&W.errors) == 0, "%lu errors, first: %s", atomic_load(&W.errors),
 		      W.first_error);
-	fprintf(stderr, "torture policy %d: %lu ops in %.1f s, %lu charges refused at max, %lu units reclaimed\n",
-		policy, atomic_load(&W.ops), seconds, atomic_load(&W.failures),
+	fprintf(stderr,
+		"torture policy %d, reclaim batch %lu: %lu ops in %.1f s, %lu charges refused at max, "
+		"%lu units reclaimed by sl_reclaim\n",
+		policy, (unsigned long)reclaim_batch, atomic_load(&W.ops), seconds, atomic_load(&W.failures),
 		atomic_load(&W.reclaimed_said));
 	atomic_store(&W.ops, 0);
 	atomic_store(&W.failures, 0);
@@ -331,9 +368,9 @@ START_TEST(everything_at_once_reconciles_to_zero_under_every_policy)
 {
 	double s = seconds_budget() / 3;
 
-	run_policy(SL_POLICY_GUARANTEE, s);
-	run_policy(SL_POLICY_GATEKEEPER, s);
-	run_policy(SL_POLICY_PROTECTION, s);
+	run_policy(SL_POLICY_GUARANTEE, SL_RECLAIM_BATCH_DEFAULT, s);
+	run_policy(SL_POLICY_GATEKEEPER, 0, s);
+	run_policy(SL_POLICY_PROTECTION, 16 * 1024, s);
 }
 END_TEST
 
@@ -347,6 +384,8 @@ int main(void)
 	pthread_mutex_init(&W.err_lock, NULL);
 	for (c = 0; c < CUSTOMERS; c++) {
 		pthread_mutex_init(&W.chost[c].lock, NULL);
+		if (c == 0)
+			pthread_mutex_init(&W.khost.lock, NULL);
 		for (k = 0; k < SLOTS; k++) {
 			pthread_rwlock_init(&W.slot[c][k].life, NULL);
 			pthread_mutex_init(&W.slot[c][k].host.lock, NULL);

@@ -642,14 +642,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct input in = { data, size };
 	struct sl_tree_opts o;
-	unsigned b;
+	unsigned b, p;
 	int steps = 0;
 
 	sl_tree_opts_init(&o);
-	o.policy = (enum sl_policy)(take(&in) % 3);
+	p = take(&in);
+	o.policy = (enum sl_policy)(p % 3);
 	b = take(&in) % 3;
 	o.batch = b == 0 ? SL_BATCH_NONE : b == 1 ? 16 : 0;
-	o.reclaim_batch = 0; /* the model reclaims exactly what a charge at max needs */
+	/* The policy byte's high part picks the reclaim batch: none, small
+	 * against the model's limits, or the default (capped at max/16).  The
+	 * model's ledger is what the callbacks free, and a charge at max is
+	 * judged by whether it fits after reclaim, so a batch changes only how
+	 * much such a charge frees; corpus inputs from before the batch keep
+	 * their calls. */
+	b = (p / 3) % 3;
+	o.reclaim_batch = b == 0 ? 0 : b == 1 ? 7 : SL_RECLAIM_BATCH_DEFAULT;
 	decode_limits(&in, &o.root);
 	if (!limits_ok(&o.root))
 		sl_limits_init(&o.root);
