@@ -99,6 +99,7 @@ struct sl_group {
 	 * a destroyed child on its way out): destroy waits for 0. */
 	sl_atomic32 pins;
 	sl_atomic32 low_seq;      /* last reclaim that counted a low event here */
+	sl_atomic32 in_callback;  /* a reclaim is running this group's callback */
 	/* Units that reclaims in flight are asking callbacks in this subtree
 	 * for: what concurrent reclaimers see as already taken. */
 	sl_atomic64 claimed;

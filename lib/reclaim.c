@@ -124,6 +124,30 @@ static void unclaim(sl_group *g, uint64_t n)
 }
 
 /*
+ * One callback per group at a time: the next reclaim of g claims against
+ * the usage the last one's callback left, so a callback that frees whole
+ * items (more than asked) cannot make two claims that each fit add up past
+ * g's floor.  Nothing library-side is held while waiting, and a callback
+ * never waits here (it cannot reclaim).
+ */
+static void callback_begin(sl_group *g)
+{
+	uint32_t zero = 0;
+
+	/* Acquire: pairs with callback_end(), so the last callback's
+	 * uncharges are in the counts we claim against. */
+	while (!sl__cas_weak(&g->in_callback, &zero, 1, SL_ACQUIRE, SL_RELAXED)) {
+		zero = 0;
+		sched_yield();
+	}
+}
+
+static void callback_end(sl_group *g)
+{
+	sl__store(&g->in_callback, 0, SL_RELEASE);
+}
+
+/*
  * Ask g's callback for up to want units (never more than what remains of
  * the target, never what concurrent reclaims claimed, never under a floor:
  * floor for g itself, the mins and step floors of its ancestors).  Returns
@@ -137,18 +161,22 @@ uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, ui
 	/* A callback may free more than asked: the target can be met early. */
 	if (r->freed >= r->target || !g->reclaim_fn)
 		return 0;
+	callback_begin(g);
 	/* Never more than g's own charges: a group on its way out of
 	 * sl_group_destroy() (empty, but still pinned by us) is not asked. */
 	before = sl__own_of(g);
 	want = sl__min_u64(sl__min_u64(want, r->target - r->freed), before);
-	if (!want || !(want = claim(r, g, want, floor)))
+	if (!want || !(want = claim(r, g, want, floor))) {
+		callback_end(g);
 		return 0;
+	}
 	usage = sl__usage_of(g);
 	sl__tls_in_reclaim++;
 	ret = g->reclaim_fn(g, want, g->ctx);
 	sl__tls_in_reclaim--;
 	after = sl__own_of(g);
 	unclaim(g, want);
+	callback_end(g);
 	fell = before > after ? before - after : 0;
 	got = sl__min_u64(ret, fell);
 	if (!got)

@@ -14,7 +14,7 @@
  *    reclaim_batch 0 frees just the need;
  *  - background reclaim keeps a group under max - headroom, and its API's
  *    errors.
- * Three tests are marked LIBRARY BUG: they fail until lib/ is fixed.
+ * Three tests are regression tests for defects they found (each says which).
  *
  * Each tenant is a small FIFO cache: its reclaim callback evicts the oldest
  * items and uncharges them, as a real cache does.
@@ -706,15 +706,13 @@ END_TEST
  * item more than asked (the header allows it: what a callback returns is
  * believed as far as usage fell).
  *
- * LIBRARY BUG (reported to the lead, not fixed here): under
- * SL_POLICY_PROTECTION with whole-item callbacks, the four reclaims take
- * 1-2 KiB of min (usage ends at 59392 or 60416 with min 61440).  PROTECTION
- * asks in rounds of amounts that are not whole items (5120, 4480, 3840,
- * ...); each reclaim's claim is computed as if the others' callbacks free
- * exactly what they claimed, so one callback's rounding up eats into the
- * room another reclaim has already claimed above the floor.  A single
- * reclaim keeps min, so do exact callbacks and the other two policies.
- * Iterations 8 and 11 (PROTECTION, whole items) fail until then.
+ * Regression: under SL_POLICY_PROTECTION with whole-item callbacks, the
+ * four reclaims took 1-2 KiB of min (usage ended at 59392 or 60416 with
+ * min 61440): PROTECTION asks in rounds of amounts that are not whole items
+ * (5120, 4480, ...), and one callback's rounding up ate into room another
+ * reclaim had already claimed above the floor.  Now a group's callback runs
+ * on one thread at a time and each claim is made against what the last
+ * callback left (callback_begin in lib/reclaim.c).
  *
  * _i: policy, then batch setting, then the pool or the items.
  */
@@ -1037,13 +1035,11 @@ END_TEST
  * paid by b alone; a keeps all it has and counts no low event.  _i: policy,
  * then batch setting.
  *
- * LIBRARY BUG (reported to the lead, not fixed here): every policy takes
- * 1 KiB from a and counts a low event.  The charge reclaims need + batch =
- * 9 KiB as one target; pass 1 finds only b's 8 KiB, so pass 2 takes the
- * rest from everyone, a included, for room no charge has asked for yet.
- * With reclaim_batch 0 the test passes.  The batch should be taken in pass
- * 1 only (or the need reclaimed first and the batch as a pass-1-only
- * extra).  Every iteration fails until then.
+ * Regression: every policy took 1 KiB from a and counted a low event: the
+ * charge reclaimed need + batch = 9 KiB as one target, pass 1 found only
+ * b's 8 KiB, and pass 2 took the rest from everyone, a included, for room
+ * no charge had asked for yet.  Now pass 2 serves only the need
+ * (sl__pass2_begin in lib/reclaim.c).
  */
 START_TEST(the_reclaim_batch_does_not_take_protection_while_others_can_pay_the_need)
 {
@@ -1282,13 +1278,10 @@ END_TEST
 /* ==== found while writing these ==== */
 
 /*
- * LIBRARY BUG (reported to the lead, not fixed here): a reclaim whose scope
- * has no candidate for pass 1 (here a leaf asked for more than it holds:
- * its own charges go first, then nothing is left to collect) calls
- * qsort(NULL, 0, ...) in lib/victims.c sl__reclaim_by_excess(), undefined
- * behaviour that UBSan reports ("null pointer passed as argument 1") and
- * that the ASan+UBSan step of scripts/test stops on.  The plain build
- * passes; the ASan+UBSan build fails here until that is fixed.
+ * Regression: a reclaim whose scope has no candidate for pass 1 (here a
+ * leaf asked for more than it holds: its own charges go first, then
+ * nothing is left to collect) called qsort(NULL, 0, ...) in lib/victims.c,
+ * undefined behaviour that the ASan+UBSan build stops on.
  */
 START_TEST(reclaim_of_a_leaf_for_more_than_it_holds_frees_what_it_holds)
 {

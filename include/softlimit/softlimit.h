@@ -295,13 +295,17 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
  * too, while charges, uncharges, stats and group create and destroy go on.
  * Concurrent reclaims share the work: each claims what it asks a callback
  * for, and never claims what others claimed or what would take a group
- * under its floor, so together they free about what they asked for.  The
- * floors hold for what is asked: a callback that frees more than asked
- * (whole items) while other reclaims of the same groups are in flight may
- * take a group below its min by less than one item per such reclaim;
- * callbacks that free at most what they are asked keep min exact.
- * Callbacks run in the calling thread with no library lock held; the same
- * group's callback may run on several threads at once, so it must be
+ * under its floor, so together they free about what they asked for.  A
+ * group's callback runs on one thread at a time (reclaims of the same group
+ * take turns, and each claims against what the last one left), so a
+ * callback that frees more than asked (whole items) still leaves its own
+ * group's floor exact.  Under GUARANTEE and GATEKEEPER, which keep every
+ * min on a group's path, callbacks of different groups under one min may
+ * together take it by less than one item per such callback in flight;
+ * callbacks that free at most what they are asked keep every min exact.
+ * Callbacks run in the calling thread with no library lock held; different
+ * groups' callbacks run on several threads at once, and any callback runs
+ * while the host's own threads charge and uncharge, so it must be
  * thread-safe.  Inside a callback charges never reclaim (they fail at max
  * instead) and sl_group_destroy() returns -EBUSY.  A callback must not wait
  * for a thread that is destroying a group of this tree (destroy waits for
