@@ -206,7 +206,7 @@ static void collect(struct sl__reclaim *r, struct scratch *s)
 		pthread_mutex_unlock(&r->t->lock);
 	}
 	sl__over_collect(r->t, r->scope, add_cand, s);
-	if (n_oc == 1)
+	if (n_oc <= 1 || s->n < 2)
 		return; /* the over-soft index holds each group once */
 	qsort(s->c, s->n, sizeof(*s->c), cand_cmp);
 	for (i = j = 0; i < s->n; i++) {
