@@ -202,6 +202,16 @@ one_run_set90() {
 	printf '%s %s\n' "$tps" "$oom"
 }
 
+# variant_name VARIANT - what the tables call it.
+variant_name() {
+	case $1 in
+	memcached) echo "memcached $("$MEMCACHED" -V 2>/dev/null | awk '{ print $2 }')" ;;
+	slcache) echo "slcache (softlimit)" ;;
+	no-arenas) echo "slcache --no-arenas" ;;
+	no-accounting) echo "slcache --no-accounting" ;;
+	esac
+}
+
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 VARIANTS=(slcache no-arenas no-accounting)
@@ -239,12 +249,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", 100 * a / b }'; }
 log ""
 log "$(printf '%-28s %12s %10s %16s' server 'ops/s' 'relative' 'CPU us/request')"
 for v in "${VARIANTS[@]}"; do
-	case $v in
-	memcached) name="memcached $("$MEMCACHED" -V 2>/dev/null | awk '{ print $2 }')" ;;
-	slcache) name="slcache (softlimit)" ;;
-	no-arenas) name="slcache --no-arenas" ;;
-	no-accounting) name="slcache --no-accounting" ;;
-	esac
+	name=$(variant_name "$v")
 	base=${MED[memcached]:-${MED[no-accounting]}}
 	log "$(printf '%-28s %12s %9s%% %16s' "$name" "${MED[$v]}" "$(ratio "${MED[$v]}" "$base")" "${MEDCPU[$v]}")"
 done
@@ -295,12 +300,7 @@ printf '%s' "$JSON" >"$R/server.jsonl.tmp.$$" && mv "$R/server.jsonl.tmp.$$" "$R
 log ""
 log "$(printf '%-28s %12s %14s %22s' 'server (set90)' 'ops/s' 'x memcached' 'out-of-memory answers')"
 for v in "${VARIANTS[@]}"; do
-	case $v in
-	memcached) name="memcached $("$MEMCACHED" -V 2>/dev/null | awk '{ print $2 }')" ;;
-	slcache) name="slcache (softlimit)" ;;
-	no-arenas) name="slcache --no-arenas" ;;
-	no-accounting) name="slcache --no-accounting" ;;
-	esac
+	name=$(variant_name "$v")
 	x=-
 	[ -z "${MED[memcached]:-}" ] || x=$(awk -v a="${MED[$v]}" -v b="${MED[memcached]}" 'BEGIN { printf "%.2f", a / b }')
 	log "$(printf '%-28s %12s %14s %22s' "$name" "${MED[$v]}" "$x" "${OOM[$v]}")"
