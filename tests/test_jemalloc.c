@@ -133,7 +133,7 @@ END_TEST
 
 START_TEST(small_allocations_stop_at_max_too)
 {
-	const uint64_t max = 1 * MiB;
+	const uint64_t max = 512 * KiB;
 	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
 	sl_jemalloc *a = adapter_new(sl_tree_root(t), "tenant", max, NULL, NULL);
 	sl_group *g = sl_jemalloc_group(a);
@@ -470,6 +470,130 @@ START_TEST(an_allocation_at_max_gets_room_from_its_own_groups_reclaim)
 }
 END_TEST
 
+/*
+ * A cache shared by threads, as slcache keeps one per tenant: a FIFO of
+ * blocks under a mutex, whose evict frees the oldest.  Allocation happens
+ * outside the mutex, so the evict that an allocation at max runs can take it.
+ */
+/* More threads than cores: allocations at max overlap, each taking the
+ * room or the slab regions another's reclaim just made. */
+enum { SHARED_SLOTS = 1 << 14, FILL_THREADS = 8 };
+
+struct shared_cache {
+	pthread_mutex_t lock;
+	sl_jemalloc *a;
+	void *blocks[SHARED_SLOTS];
+	size_t head, tail;
+};
+
+static uint64_t shared_evict(sl_jemalloc *a, uint64_t target, void *ctx)
+{
+	struct shared_cache *c = ctx;
+	uint64_t freed = 0;
+
+	pthread_mutex_lock(&c->lock);
+	while (freed < target && c->head != c->tail) {
+		void *p = c->blocks[c->head++ % SHARED_SLOTS];
+
+		freed += sl_jemalloc_usable_size(p);
+		sl_jemalloc_free(a, p);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return freed;
+}
+
+/* Keeps p; a full ring drops its oldest block, as a cache out of slots would. */
+static void shared_put(struct shared_cache *c, void *p)
+{
+	void *old = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->tail - c->head == SHARED_SLOTS)
+		old = c->blocks[c->head++ % SHARED_SLOTS];
+	c->blocks[c->tail++ % SHARED_SLOTS] = p;
+	pthread_mutex_unlock(&c->lock);
+	if (old != NULL)
+		sl_jemalloc_free(c->a, old);
+}
+
+struct filler {
+	struct shared_cache *c;
+	uint64_t max, seed;
+	unsigned allocs;
+	unsigned long nulls;
+};
+
+static void *filler_thread(void *arg)
+{
+	struct filler *f = arg;
+	sl_group *g = sl_jemalloc_group(f->c->a);
+	uint64_t rng = f->seed;
+
+	for (unsigned i = 0; i < f->allocs; i++) {
+		/* Items of a few small size classes, as a cache's are: the room
+		 * evict makes is mostly free regions in slabs that other items
+		 * keep, not pages. */
+		size_t size = (size_t)rng_range(&rng, 512, 2 * KiB);
+		void *p = sl_jemalloc_alloc(f->c->a, size);
+
+		if (p == NULL) {
+			f->nulls++;
+			continue;
+		}
+		memset(p, 0x5a, size < 64 ? size : 64);
+		shared_put(f->c, p);
+		if (i % 64 == 0) {
+			struct sl_stats s;
+
+			T_CHECK(sl_group_stats(g, &s) == 0, "stats");
+			T_CHECK(s.usage <= f->max, "usage %" PRIu64 " past max %" PRIu64, s.usage, f->max);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(threads_filling_a_full_reclaimable_arena_never_get_null)
+{
+	const uint64_t max = 512 * KiB;
+	const struct sl_jemalloc_ops ops = {.evict = shared_evict};
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	struct shared_cache *c = calloc(1, sizeof(*c));
+	struct filler f[FILL_THREADS];
+	pthread_t th[FILL_THREADS];
+	unsigned long nulls = 0;
+
+	ck_assert_ptr_nonnull(c);
+	pthread_mutex_init(&c->lock, NULL);
+	c->a = adapter_new(sl_tree_root(t), "full", max, &ops, c);
+	thread_failure_reset();
+	/* Every thread alone writes several times the max: the arena is full
+	 * from early on and each further allocation needs evict's room.  What
+	 * is in flight (8 items, a slab each at most) is small against the
+	 * max; everything else is in the cache, so room can always be made. */
+	for (int i = 0; i < FILL_THREADS; i++) {
+		f[i] = (struct filler){.c = c, .max = max, .seed = 4242 + (uint64_t)i * 7919u,
+				       .allocs = 20000};
+		start_thread(&th[i], filler_thread, &f[i]);
+	}
+	for (int i = 0; i < FILL_THREADS; i++) {
+		join_thread(th[i]);
+		nulls += f[i].nulls;
+	}
+	ASSERT_NO_THREAD_FAILURE();
+	ck_assert_msg(nulls == 0, "%lu allocations got NULL though evict could always free", nulls);
+	ck_assert_uint_gt(stats_of(sl_jemalloc_group(c->a)).reclaimed, 0);
+	assert_charge_is_jemallocs(c->a, "after the threads");
+
+	while (c->head != c->tail)
+		sl_jemalloc_free(c->a, c->blocks[c->head++ % SHARED_SLOTS]);
+	ck_assert_int_eq(sl_jemalloc_destroy(c->a), 0);
+	assert_empty(sl_tree_root(t), "root");
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* ---- lifetime and bad input ---- */
 
 START_TEST(destroy_is_ebusy_while_allocations_remain)
@@ -569,6 +693,8 @@ static Suite *jemalloc_suite(void)
 			    SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, freed_dirty_pages_are_purged_before_evict_is_asked, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, an_allocation_at_max_gets_room_from_its_own_groups_reclaim, 0,
+			    SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, threads_filling_a_full_reclaimable_arena_never_get_null, 0,
 			    SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 

@@ -23,6 +23,7 @@ struct options opt = {
 	.max_conns = 4096,
 	.item_max = 1u << 20,
 	.max_tenants = 256,
+	.headroom_pct = 3,
 };
 
 time_t started;
@@ -52,7 +53,7 @@ static void usage(FILE *f)
 		"usage: slcache [-l ADDR] [-p PORT] [-m MEGABYTES] [--policy guarantee|gatekeeper|protection]\n"
 		"               [--tenant NAME[:min=SIZE][:soft=SIZE][:high=SIZE][:max=SIZE]]...\n"
 		"               [--no-accounting | --no-arenas] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]\n"
-		"               [--max-tenants N] [-v]\n"
+		"               [--max-tenants N] [--headroom PERCENT] [-v]\n"
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
 		"  -m MEGABYTES     the whole server's memory budget, the root's max (default 64)\n"
@@ -65,6 +66,8 @@ static void usage(FILE *f)
 		"  -c MAXCONNS      most simultaneous connections (default 4096)\n"
 		"  -I ITEM_MAX      largest value (default 1M)\n"
 		"  --max-tenants N  tenants created on first use beyond N share \"default\" (256)\n"
+		"  --headroom PCT   a maintainer thread evicts ahead of sets, keeping each max\n"
+		"                   (-m, a tenant's) PCT%% off; 0: no maintainer (default 3)\n"
 		"  -v               log connections and errors to stderr\n");
 }
 
@@ -231,6 +234,8 @@ void options_parse(int argc, char **argv)
 			opt.max_conns = parse_uint(v, "-c (connections)", 1, 1000000);
 		} else if (strcmp(a, "--max-tenants") == 0) {
 			opt.max_tenants = parse_uint(v, "--max-tenants", 1, 4000);
+		} else if (strcmp(a, "--headroom") == 0) {
+			opt.headroom_pct = parse_uint(v, "--headroom (percent)", 0, 50);
 		} else if (strcmp(a, "-I") == 0) {
 			uint64_t im;
 

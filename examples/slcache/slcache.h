@@ -45,6 +45,7 @@ struct options {
 	unsigned max_conns;
 	size_t item_max;
 	unsigned max_tenants;
+	unsigned headroom_pct; /* background reclaim keeps each max this far off; 0 = none */
 	_Atomic int verbose;
 	struct tenant_opt tenants[TENANTS_MAX];
 	unsigned nr_tenants;

@@ -18,6 +18,14 @@
  *    adapter), which drops that tenant's least recently used items.
  *  - High: lru_store() calls sl_handle_over_high() on its way out, the safe
  *    point outside every lock.
+ *  - The maintainer: a thread of ours runs sl_background_run() on the tree,
+ *    which evicts ahead of the sets (memcached's LRU maintainer, the
+ *    kernel's kswapd).  Every group with a max (the root: -m; a tenant with
+ *    max=) gets a headroom of --headroom percent of it (default 3, about
+ *    max/32), and is kept that far below it, so that a full cache's sets
+ *    find room instead of each reclaiming itself.  The reclaim callbacks
+ *    take only the tenant's lock, never held across a charge, so they are
+ *    safe on that thread too.  Stopped and joined before the tree goes.
  *  - Without accounting (--no-accounting) there is no tree: one shared LRU
  *    of -m bytes over every tenant, the plain-memcached baseline.
  */
@@ -27,6 +35,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +62,57 @@ static struct {
 	_Atomic(struct lru_tenant *) *slots; /* open addressing by name        */
 	size_t nslots;
 	struct lru_tenant *dflt;
+	pthread_t maintainer;
+	bool maintained; /* the maintainer thread runs */
 } tn = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* ---- the maintainer: background reclaim ---- */
+
+/* A group's headroom: --headroom percent of its max; none without a max. */
+static void headroom_apply(sl_group *g)
+{
+	struct sl_limits lim;
+
+	if (!g || opt.headroom_pct == 0 || sl_group_limits(g, &lim) != 0)
+		return;
+	sl_group_set_headroom(g, lim.max == SL_UNLIMITED ? 0 : lim.max / 100 * opt.headroom_pct);
+}
+
+static void *maintainer_main(void *arg)
+{
+	sl_background_run(arg);
+	return NULL;
+}
+
+static int maintainer_start(void)
+{
+	sl_tree *tree = lru_cache_tree(tn.cache);
+	int err;
+
+	sigset_t all, old;
+
+	if (!tree || opt.headroom_pct == 0)
+		return 0;
+	/* Signals are the main thread's (net.c's signalfd): the maintainer,
+	 * started before it blocks them, is born with every signal blocked. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	err = pthread_create(&tn.maintainer, NULL, maintainer_main, tree);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		return -err;
+	tn.maintained = true;
+	return 0;
+}
+
+static void maintainer_stop(void)
+{
+	if (!tn.maintained)
+		return;
+	sl_background_stop(lru_cache_tree(tn.cache));
+	pthread_join(tn.maintainer, NULL);
+	tn.maintained = false;
+}
 
 /* ---- item memory in a jemalloc arena per tenant ---- */
 
@@ -174,6 +233,7 @@ static int tenant_create(const char *name, size_t len, const struct sl_limits *l
 	err = lru_tenant_create(tn.cache, NULL, buf, lim, &t);
 	if (err)
 		return err;
+	headroom_apply(lru_tenant_group(t));
 	slot_lookup(name, len, &slot);
 	tn.tenants[n] = t;
 	/* Release: readers that see the count or the slot see the tenant. */
@@ -195,8 +255,11 @@ static int tenant_declare(const char *name, const struct sl_limits *lim)
 	pthread_mutex_lock(&tn.lock);
 	t = slot_lookup(name, len, NULL);
 	if (t) {
-		if (lru_tenant_group(t) && lim)
+		if (lru_tenant_group(t) && lim) {
 			err = sl_group_set_limits(lru_tenant_group(t), lim);
+			if (!err)
+				headroom_apply(lru_tenant_group(t));
+		}
 	} else if (tn.nr_tenants >= opt.max_tenants) {
 		err = -ENOSPC;
 	} else {
@@ -267,6 +330,8 @@ static int cache_create(enum backend be)
 #endif
 	if (!err)
 		err = lru_cache_set_hooks(tn.cache, &hooks, NULL);
+	if (!err && lru_cache_tree(tn.cache))
+		headroom_apply(sl_tree_root(lru_cache_tree(tn.cache)));
 	if (!err)
 		err = tenant_declare(TENANT_DEFAULT, NULL);
 	if (err) {
@@ -319,12 +384,20 @@ int tenants_start(bool (*live)(void *ctx, const struct lru_meta *m))
 			return err;
 		}
 	}
+	err = maintainer_start();
+	if (err) {
+		fprintf(stderr, "slcache: cannot start the maintainer thread: %s\n", strerror(-err));
+		tenants_stop();
+		return err;
+	}
 	return 0;
 }
 
 void tenants_stop(void)
 {
-	/* Items, arenas and groups go with the cache. */
+	/* The maintainer reclaims the tree: it goes first.  Items, arenas and
+	 * groups go with the cache. */
+	maintainer_stop();
 	lru_cache_destroy(tn.cache);
 	tn.cache = NULL;
 	free(tn.tenants);
@@ -354,6 +427,8 @@ int tenants_set_budget(uint64_t bytes)
 			if (st.limits.min > bytes)
 				st.limits.min = bytes;
 			err = sl_group_set_limits(sl_tree_root(tree), &st.limits);
+			if (!err)
+				headroom_apply(sl_tree_root(tree));
 		}
 	} else {
 		err = lru_cache_set_capacity(tn.cache, bytes);

@@ -94,11 +94,15 @@ SL_API int sl_jemalloc_destroy(sl_jemalloc *a);
  * arena, aligned as malloc() aligns, bypassing thread caches.
  *
  * When the arena needs pages and the group has no room, the hooks refuse
- * and the allocation is retried once: the refused amount is charged with
- * reclaim allowed (the tree's policy picks the victims, which may be this
- * very group: its reclaim purges the arena and calls ops->evict), held as a
- * reservation of the calling thread that its next allocation consumes, and
- * what that allocation did not use is uncharged.
+ * and the allocation makes room and is retried, for as long as a charge
+ * would keep trying: while reclaim makes progress.  Each round either
+ * charges the refused amount, held as a reservation of the calling thread
+ * that only its retry consumes (what that did not use is uncharged), or
+ * reclaims it from the group in the way (the tree's policy picks the
+ * victims, which may be this very group: its reclaim purges the arena and
+ * calls ops->evict, whose freed objects the retry may reuse).  It fails
+ * only after rounds in a row without progress, as sl_charge() would, and
+ * then as sl_charge() fails (an oom event, the tree's OOM handler).
  *
  * Returns the memory, or NULL with errno ENOMEM (the group or the system had
  * no room) or EINVAL (NULL @a).  Thread-safe.  May call reclaim callbacks

@@ -34,13 +34,14 @@
  * Hooks run inside jemalloc, holding its arena locks: they charge with
  * SL_NORECLAIM, never call the host, never allocate from this arena.  (A
  * malloc() inside a hook is safe: jemalloc marks the thread reentrant and
- * serves it from arena 0.)  Reclaim happens outside: sl_jemalloc_alloc()
- * retries a refused allocation once, after charging the refused amount with
- * reclaim allowed.
+ * serves it from arena 0.)  Reclaim happens outside, between tries of
+ * sl_jemalloc_alloc(), which go on while reclaim makes progress
+ * (alloc_at_max()).
  */
 #include <softlimit/jemalloc.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,9 @@ struct sl_jemalloc {
 	size_t page;
 	/* Bytes the hooks hold charged to group; what sl_jemalloc_stats() reports. */
 	sl_atomic64 charged;
+	/* Bytes the host's evict said it freed: room in the arena for an
+	 * allocation at max even when no page came free (alloc_at_max()). */
+	sl_atomic64 evicted;
 };
 
 /*
@@ -262,7 +266,10 @@ static uint64_t je_reclaim(sl_group *g, uint64_t target, void *ctx)
 	je_purge(a);
 	freed = fell_since(a, before);
 	if (freed < target && a->ops.evict != NULL) {
-		a->ops.evict(a, target - freed, a->ctx);
+		uint64_t claimed = a->ops.evict(a, target - freed, a->ctx);
+
+		if (claimed > 0)
+			sl__fetch_add(&a->evicted, claimed, SL_RELAXED);
 		je_purge(a);
 		freed = fell_since(a, before);
 	}
@@ -448,6 +455,96 @@ int sl_jemalloc_destroy(sl_jemalloc *a)
 	return 0;
 }
 
+/* Rounds in a row in which reclaim made no room before an allocation falls
+ * back on sl_charge()'s own rule (the core's count, SL__RECLAIM_RETRIES). */
+#define JE_IDLE_ROUNDS 16
+/* Rounds in which only the host's evict claims progress (the arena's usage
+ * did not fall): believed this often per allocation, so that an evict
+ * that claims frees it does not make cannot keep an allocation spinning. */
+#define JE_CLAIM_ROUNDS 64
+
+/* The highest group from a's up whose max the charge of need does not fit
+ * under: where a charge would reclaim.  a's own group if none (the room
+ * appeared meanwhile). */
+static sl_group *in_the_way(sl_jemalloc *a, uint64_t need)
+{
+	sl_group *g, *top = a->group;
+	struct sl_stats st;
+
+	for (g = a->group; g != NULL; g = sl_group_parent(g)) {
+		if (sl_group_stats(g, &st) != 0 || st.limits.max == SL_UNLIMITED)
+			continue;
+		if (st.usage + st.stocked > st.limits.max || st.limits.max - st.usage - st.stocked < need)
+			top = g;
+	}
+	return top;
+}
+
+/*
+ * The calling thread's allocation was refused pages at the group's max (or
+ * an ancestor's).  Make room and retry until it fits, for as long as a
+ * charge would keep trying: while reclaim makes progress.
+ *
+ * Progress comes in two kinds here.  Room under the max: then a charge of
+ * what was refused succeeds; it is kept as this thread's reservation,
+ * which only its retry's hooks consume, so no other thread can take it.
+ * And room inside the arena: the host's evict frees objects, whose regions
+ * the retry can reuse without new pages, though the arena's usage did not
+ * fall (its slabs still hold other objects).  A charge at max sees only the
+ * first kind, and would evict round after round without trying the
+ * arena again; so reclaim goes one round at a time, the allocation retried
+ * after each.  When neither kind appears JE_IDLE_ROUNDS times in a row (or
+ * evict's claims stop being believed), the last word is sl_charge()'s with
+ * reclaim allowed: its rule, OOM handler and oom event.
+ *
+ * Runs outside jemalloc's locks (between mallocx() calls), so reclaim may
+ * call the host's evict.  Hooks that reclaim runs here (frees, purges) are
+ * not this allocation's: they see no reservation.
+ */
+static void *alloc_at_max(sl_jemalloc *a, size_t size)
+{
+	unsigned idle = 0, claims = 0;
+	uint64_t reserved = je_tls.reserved;
+	void *p = NULL;
+
+	while (je_tls.refused > je_tls.reserved) {
+		uint64_t need = je_tls.refused - je_tls.reserved;
+
+		reserved = je_tls.reserved;
+		je_tls.a = NULL;
+		if (sl_charge(a->group, need, SL_NORECLAIM) == 0) {
+			reserved += need;
+		} else if (idle < JE_IDLE_ROUNDS && claims < JE_CLAIM_ROUNDS) {
+			/* Relaxed: a tally, compared only with itself. */
+			uint64_t evicted = sl__load(&a->evicted, SL_RELAXED);
+
+			if (sl_reclaim(in_the_way(a, need), need, 0) > 0) {
+				idle = 0;
+			} else if (sl__load(&a->evicted, SL_RELAXED) != evicted) {
+				claims++;
+			} else {
+				idle++;
+				sched_yield(); /* reclaims of others may be in flight */
+			}
+		} else {
+			if (sl_charge(a->group, need, 0) != 0)
+				break;
+			reserved += need;
+			idle = 0;
+			claims = 0;
+		}
+		je_tls = (struct je_tls){.a = a, .reserved = reserved};
+		p = mallocx(size, a->flags);
+		if (p != NULL)
+			break;
+	}
+	reserved = je_tls.reserved;
+	je_tls.reserved = 0;
+	if (reserved > 0)
+		sl_uncharge(a->group, reserved);
+	return p;
+}
+
 void *sl_jemalloc_alloc(sl_jemalloc *a, size_t size)
 {
 	struct je_tls saved = je_tls;
@@ -462,22 +559,8 @@ void *sl_jemalloc_alloc(sl_jemalloc *a, size_t size)
 
 	je_tls = (struct je_tls){.a = a};
 	p = mallocx(size, a->flags);
-	if (p == NULL && je_tls.refused > 0) {
-		uint64_t need = je_tls.refused;
-
-		/*
-		 * Make room the way any charge does, with the tree's reclaim;
-		 * then keep it: the hooks of this thread's retry consume it, so
-		 * no other thread can take it in between.
-		 */
-		je_tls.a = NULL;
-		if (sl_charge(a->group, need, 0) == 0) {
-			je_tls = (struct je_tls){.a = a, .reserved = need};
-			p = mallocx(size, a->flags);
-			if (je_tls.reserved > 0)
-				sl_uncharge(a->group, je_tls.reserved);
-		}
-	}
+	if (p == NULL && je_tls.refused > 0)
+		p = alloc_at_max(a, size);
 	je_tls = saved;
 	je_tls.refused_by = NULL;
 	if (p == NULL)
