@@ -527,8 +527,13 @@ static void *alloc_at_max(sl_jemalloc *a, size_t size)
 				sched_yield(); /* reclaims of others may be in flight */
 			}
 		} else {
-			if (sl_charge(a->group, need, 0) != 0)
+			if (sl_charge(a->group, need, 0) != 0) {
+				/* That charge's reclaims may still have left
+				 * room inside the arena: one last try. */
+				je_tls = (struct je_tls){.a = a, .reserved = reserved};
+				p = mallocx(size, a->flags);
 				break;
+			}
 			reserved += need;
 			idle = 0;
 			claims = 0;
