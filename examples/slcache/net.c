@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "metrics.h"
 #include "net.h"
 #include "slcache.h"
 #include "tenants.h"
@@ -337,7 +338,7 @@ static void worker_push(struct worker *w, int fd)
 		logv("eventfd write: %s", strerror(errno));
 }
 
-static int listen_on(const char *addr, const char *port)
+int net_listen(const char *addr, const char *port)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_PASSIVE };
@@ -377,7 +378,7 @@ int net_run(void)
 	bool running = true;
 
 	signal(SIGPIPE, SIG_IGN);
-	lfd = listen_on(opt.addr, opt.port);
+	lfd = net_listen(opt.addr, opt.port);
 	if (lfd < 0)
 		return 1;
 
@@ -396,6 +397,9 @@ int net_run(void)
 	epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &e);
 	e = (struct epoll_event){ .events = EPOLLIN, .data.fd = sfd };
 	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &e);
+	/* After the mask: the metrics thread must not take SIGTERM either. */
+	if (metrics_start(tenants_root) != 0)
+		return 1;
 
 	workers = calloc(opt.threads, sizeof(*workers));
 	if (!workers)
@@ -467,6 +471,7 @@ int net_run(void)
 	}
 
 	close(lfd);
+	metrics_stop();
 	for (i = 0; i < opt.threads; i++) {
 		uint64_t one = 1;
 

@@ -52,7 +52,7 @@ static void usage(FILE *f)
 		"usage: slcache [-l ADDR] [-p PORT] [-m MEGABYTES] [--policy guarantee|gatekeeper|protection]\n"
 		"               [--tenant NAME[:min=SIZE][:soft=SIZE][:high=SIZE][:max=SIZE]]...\n"
 		"               [--no-accounting | --no-arenas] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]\n"
-		"               [--max-tenants N] [-v]\n"
+		"               [--max-tenants N] [--metrics-port PORT] [-v]\n"
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
 		"  -m MEGABYTES     the whole server's memory budget, the root's max (default 64)\n"
@@ -65,6 +65,7 @@ static void usage(FILE *f)
 		"  -c MAXCONNS      most simultaneous connections (default 4096)\n"
 		"  -I ITEM_MAX      largest value (default 1M)\n"
 		"  --max-tenants N  tenants created on first use beyond N share \"default\" (256)\n"
+		"  --metrics-port PORT  serve OpenMetrics at http://ADDR:PORT/metrics (default off)\n"
 		"  -v               log connections and errors to stderr\n");
 }
 
@@ -214,6 +215,9 @@ void options_parse(int argc, char **argv)
 			opt.max_bytes = (v[strlen(v) - 1] >= '0' && v[strlen(v) - 1] <= '9') ? mb << 20 : mb;
 			if (opt.max_bytes < (1u << 20))
 				die_usage("-m must be at least 1 megabyte");
+		} else if (strcmp(a, "--metrics-port") == 0) {
+			parse_uint(v, "--metrics-port", 1, 65535);
+			opt.metrics_port = v;
 		} else if (strcmp(a, "--policy") == 0) {
 			if (strcmp(v, "guarantee") == 0)
 				opt.policy = SL_POLICY_GUARANTEE;

@@ -37,6 +37,7 @@ struct tenant_opt {
 struct options {
 	const char *addr;
 	const char *port;
+	const char *metrics_port; /* --metrics-port: NULL, off */
 	uint64_t max_bytes;
 	enum sl_policy policy;
 	bool accounting;
