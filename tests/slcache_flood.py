@@ -26,14 +26,22 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+
+
+LOG = None  # the server's standard error
 
 
 def fail(msg, proc=None):
     print("slcache_flood: FAIL: " + msg)
     if proc is not None and proc.poll() is None:
         proc.kill()
+    if proc is not None:
+        print("--- server exit status %s; its standard error ends:" % proc.wait())
+        LOG.seek(0)
+        sys.stdout.write(LOG.read()[-4000:].decode(errors="replace"))
     sys.exit(1)
 
 
@@ -130,8 +138,9 @@ def main():
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(want, soft), hard), hard))
         except (ValueError, OSError):
             pass
-    log = open(a.log, "wb") if a.log else subprocess.DEVNULL
-    proc, port = start(a.cmd, log)
+    global LOG
+    LOG = open(a.log, "w+b") if a.log else tempfile.TemporaryFile()
+    proc, port = start(a.cmd, LOG)
     base_kb = status_kb(proc.pid, "VmRSS")
     if a.prefill_mb:
         s = socket.create_connection(("127.0.0.1", port), timeout=30)
