@@ -95,10 +95,13 @@ slc_expect() {
 	[[ $got == $2 ]] || slc_fail "expected '$2', got '$got'"
 }
 
-# slc_closed FD - the server closes FD without another answer line.
+# slc_closed FD - the server closes FD without another answer line.  A
+# reset counts as closed: a server that closes with the client's bytes
+# still unread sends one, and a loaded machine may deliver it before the
+# end of file is read.
 slc_closed() {
-	local line rc=0
-	IFS= read -r -t 5 line <&"$1" || rc=$?
+	local line= rc=0
+	IFS= read -r -t 5 line <&"$1" 2>/dev/null || rc=$?
 	[ "$rc" -le 128 ] || slc_fail "expected the connection to be closed; still open after 5 s"
 	if [ "$rc" -eq 0 ] || [ -n "$line" ]; then
 		slc_fail "expected the connection to be closed, got '${line%$'\r'}'"

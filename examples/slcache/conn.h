@@ -20,7 +20,7 @@
 	X(get_expired) X(get_flushed) X(delete_hits) X(delete_misses) X(incr_hits) \
 	X(incr_misses) X(decr_hits) X(decr_misses) X(cas_hits) X(cas_misses) X(cas_badval) \
 	X(touch_hits) X(touch_misses) X(bytes_read) X(bytes_written) X(total_items) \
-	X(oom_errors) X(meta_cmds)
+	X(oom_errors) X(meta_cmds) X(stalled_closed)
 
 #define WSTATS_FIELD(name) _Atomic uint64_t name;
 struct wstats {
@@ -71,6 +71,9 @@ struct conn {
 	bool close_after; /* quit, or a fatal error: close once the output is out */
 	bool noreply;     /* the command being answered said noreply            */
 	uint32_t events;  /* what epoll watches now */
+	int64_t last_rx;  /* monotonic second of the last byte read */
+	bool rborrowed;   /* rbuf is the worker's scratch, for this event only */
+	bool wborrowed;   /* wbuf likewise                                       */
 	struct pending p;
 };
 
@@ -98,5 +101,10 @@ void proto_input(struct conn *c);
 
 /** How many bytes the read buffer must be able to take next. */
 size_t proto_read_need(const struct conn *c);
+
+/** The data block being read has no room (connection memory is full):
+ * answer "SERVER_ERROR out of memory storing object", as memcached does
+ * when it cannot allocate the item, and swallow the data. */
+void proto_refuse_value(struct conn *c);
 
 #endif /* SLCACHE_CONN_H */

@@ -25,16 +25,20 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
+#include "connmem.h"
+#include "metrics.h"
 #include "net.h"
 #include "slcache.h"
 #include "tenants.h"
 
 #define RBUF_MIN (16 * 1024)
-#define RBUF_BIG (1024 * 1024)        /* give a buffer this big back when idle */
 #define WBUF_HIGH (4 * 1024 * 1024)   /* stop reading while more is unsent     */
+#define WBUF_MIN 4096
+#define PAGE 4096
 
 struct worker {
 	pthread_t th;
@@ -46,6 +50,8 @@ struct worker {
 	size_t qlen, qcap;
 	struct conn *conns;
 	struct wstats st;
+	char rscratch[RBUF_MIN]; /* lent to the connection being served */
+	char wscratch[WBUF_MIN];
 };
 
 static struct worker *workers;
@@ -67,12 +73,64 @@ void net_stats(struct net_stats *out)
 	}
 }
 
+/* ---- buffers, charged to the connections group (connmem.c) ----
+ *
+ * An idle connection holds no buffer.  While it is served, it reads into
+ * and answers from its worker's scratch buffers (borrowed); only what is
+ * left when the event is done (a partial request, a value being received,
+ * output the socket did not take) moves to buffers of its own, charged to
+ * the connections group.  So memory follows what clients have in flight,
+ * not how many are connected.
+ */
+
+/* Resizes *buf to @cap bytes, charging the difference first (@flags as
+ * sl_charge's).  False, nothing changed, when the charge or the
+ * allocation fails. */
+static bool buf_resize(char **buf, size_t *bcap, size_t cap, unsigned flags)
+{
+	size_t more = cap > *bcap ? cap - *bcap : 0;
+	char *nb;
+
+	if (!connmem_charge(more, flags))
+		return false;
+	nb = realloc(*buf, cap);
+	if (!nb) {
+		connmem_uncharge(more);
+		return false;
+	}
+	*buf = nb;
+	*bcap = cap;
+	return true;
+}
+
+static void buf_free(char **buf, size_t *bcap)
+{
+	free(*buf);
+	connmem_uncharge(*bcap);
+	*buf = NULL;
+	*bcap = 0;
+}
+
+static int64_t now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
 /* ---- the output buffer ---- */
+
+/* Output is charged without reclaim (answers are formatted under a
+ * tenant's lock, where reclaiming could come back to that lock) and forced
+ * when it does not fit: an answer is never cut.  What bounds it is
+ * conn_event(): a connection with unsent output runs no further request
+ * while the connections group is over its max. */
+#define OB_FLAGS (SL_NORECLAIM | SL_FORCE)
 
 bool ob_reserve(struct conn *c, size_t n)
 {
 	size_t cap;
-	char *nb;
 
 	if (c->wcap - c->wend >= n)
 		return true;
@@ -83,16 +141,25 @@ bool ob_reserve(struct conn *c, size_t n)
 		if (c->wcap - c->wend >= n)
 			return true;
 	}
-	for (cap = c->wcap ? c->wcap : 4096; cap - c->wend < n; cap *= 2)
+	for (cap = c->wcap ? c->wcap : WBUF_MIN; cap - c->wend < n; cap *= 2)
 		;
-	nb = realloc(c->wbuf, cap);
-	if (!nb) {
-		c->close_after = true;
-		return false;
+	if (c->wborrowed) {
+		char *own = NULL;
+		size_t ocap = 0;
+
+		if (buf_resize(&own, &ocap, cap, OB_FLAGS)) {
+			memcpy(own, c->wbuf, c->wend);
+			c->wbuf = own;
+			c->wcap = ocap;
+			c->wborrowed = false;
+			return true;
+		}
+	} else if (buf_resize(&c->wbuf, &c->wcap, cap, OB_FLAGS)) {
+		return true;
 	}
-	c->wbuf = nb;
-	c->wcap = cap;
-	return true;
+	logv("connection %d: no memory for the answer: closing", c->fd);
+	c->close_after = true;
+	return false;
 }
 
 void ob_put(struct conn *c, const void *p, size_t n)
@@ -123,7 +190,6 @@ void ob_printf(struct conn *c, const char *fmt, ...)
 
 /* ---- connections ---- */
 
-
 static void conn_close(struct conn *c)
 {
 	struct worker *w = c->w;
@@ -137,8 +203,10 @@ static void conn_close(struct conn *c)
 		w->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	free(c->rbuf);
-	free(c->wbuf);
+	if (!c->rborrowed)
+		buf_free(&c->rbuf, &c->rcap);
+	if (!c->wborrowed)
+		buf_free(&c->wbuf, &c->wcap);
 	free(c);
 	atomic_fetch_sub(&curr_conns, 1);
 }
@@ -172,22 +240,26 @@ static bool conn_flush(struct conn *c)
 	}
 	if (c->wstart == c->wend) {
 		c->wstart = c->wend = 0;
-		if (c->wcap > RBUF_BIG) { /* give a big response's buffer back */
-			free(c->wbuf);
-			c->wbuf = NULL;
-			c->wcap = 0;
-		}
+		if (!c->wborrowed && c->wcap) /* all sent: an idle connection holds nothing */
+			buf_free(&c->wbuf, &c->wcap);
 	}
 	return true;
 }
 
 /* Makes room to read: the whole data block of a pending storage command
- * must fit, or at least RBUF_MIN bytes. */
+ * must fit, or at least RBUF_MIN bytes.  A data block that does not fit
+ * in the connections' memory is refused (and then swallowed); a command
+ * line that does not closes the connection. */
 static bool rbuf_room(struct conn *c)
 {
 	size_t need = proto_read_need(c), used = c->rend - c->rstart, cap;
-	char *nb;
 
+	if (c->rcap == 0 && need <= RBUF_MIN) {
+		c->rbuf = c->w->rscratch;
+		c->rcap = RBUF_MIN;
+		c->rborrowed = true;
+		return true;
+	}
 	if (c->rcap - c->rend >= need)
 		return true;
 	if (c->rstart > 0) {
@@ -197,14 +269,72 @@ static bool rbuf_room(struct conn *c)
 		if (c->rcap - c->rend >= need)
 			return true;
 	}
-	for (cap = c->rcap ? c->rcap : RBUF_MIN; cap - c->rend < need; cap *= 2)
-		;
-	nb = realloc(c->rbuf, cap);
-	if (!nb)
+	if (c->state == CS_DATA && c->rend + need > RBUF_MIN) {
+		/* Exactly the value (to the page): doubling would charge up to twice it. */
+		cap = (c->rend + need + PAGE - 1) / PAGE * PAGE;
+	} else {
+		for (cap = c->rcap ? c->rcap : RBUF_MIN; cap - c->rend < need; cap *= 2)
+			;
+	}
+	if (buf_resize(&c->rbuf, &c->rcap, cap, 0))
+		return true;
+	if (c->state != CS_DATA) {
+		logv("connection %d: no memory to read a command: closing", c->fd);
 		return false;
-	c->rbuf = nb;
-	c->rcap = cap;
-	return true;
+	}
+	proto_refuse_value(c); /* swallows what is buffered: room again */
+	return rbuf_room(c);    /* now for the swallowing: at most RBUF_MIN */
+}
+
+/* Gives a borrowed scratch buffer back; with @keep, what is left in it
+ * (at most @base bytes) moves to a buffer of the connection's own, charged
+ * with @flags.  False when that fails (the connection is then closed). */
+static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *borrowed,
+		     size_t base, unsigned flags, bool keep)
+{
+	const char *scratch = *buf;
+	size_t left = *end - *start;
+	bool ok = true;
+
+	*buf = NULL;
+	*cap = 0;
+	*borrowed = false;
+	if (keep && left && buf_resize(buf, cap, base, flags))
+		memcpy(*buf, scratch + *start, left);
+	else
+		ok = !keep || !left;
+	*start = 0;
+	*end = left;
+	return ok;
+}
+
+/* At the end of an event: scratch buffers go back to the worker, and an
+ * emptied read buffer of the connection's own is freed.  False when memory
+ * to keep what is in flight runs out. */
+static bool conn_settle(struct conn *c, bool keep)
+{
+	bool ok = true;
+
+	if (c->rborrowed) {
+		ok = unborrow(&c->rbuf, &c->rcap, &c->rstart, &c->rend, &c->rborrowed, RBUF_MIN,
+			      SL_FORCE, keep);
+	} else if (keep && c->rstart == c->rend && c->rcap) {
+		buf_free(&c->rbuf, &c->rcap);
+		c->rstart = c->rend = 0;
+	}
+	if (c->wborrowed && !unborrow(&c->wbuf, &c->wcap, &c->wstart, &c->wend, &c->wborrowed,
+				      WBUF_MIN, OB_FLAGS, keep))
+		ok = false;
+	return ok;
+}
+
+static void wbuf_borrow(struct conn *c)
+{
+	if (c->wcap == 0) {
+		c->wbuf = c->w->wscratch;
+		c->wcap = WBUF_MIN;
+		c->wborrowed = true;
+	}
 }
 
 static void conn_event(struct conn *c, uint32_t ev)
@@ -219,6 +349,7 @@ static void conn_event(struct conn *c, uint32_t ev)
 
 			if (n > 0) {
 				c->rend += (size_t)n;
+				c->last_rx = now_s();
 				STAT_ADD(c->st, bytes_read, (uint64_t)n);
 			} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
 				ok = false;
@@ -226,21 +357,23 @@ static void conn_event(struct conn *c, uint32_t ev)
 		}
 	}
 	/* Run what was read; when output drains below the mark, go on with
-	 * requests already read (pipelined behind a big answer). */
+	 * requests already read (pipelined behind a big answer).  Output that
+	 * the socket does not take waits, and holds back further requests,
+	 * while the connections group is over its max. */
 	while (ok) {
 		size_t left = c->rend - c->rstart;
 
+		wbuf_borrow(c);
 		proto_input(c);
 		ok = conn_flush(c);
 		if (c->close_after || c->rend == c->rstart || c->rend - c->rstart == left ||
-		    c->wend - c->wstart >= WBUF_HIGH)
+		    c->wend - c->wstart >= WBUF_HIGH ||
+		    (c->wend > c->wstart && connmem_over()))
 			break;
 	}
-	/* A big request's buffer is given back once it is done. */
-	if (ok && c->rstart == c->rend && c->rcap > RBUF_BIG) {
-		free(c->rbuf);
-		c->rbuf = NULL;
-		c->rcap = c->rstart = c->rend = 0;
+	if (!conn_settle(c, ok)) {
+		logv("connection %d: no memory to keep its input or output: closing", c->fd);
+		ok = false;
 	}
 	if (!ok || (c->close_after && c->wstart == c->wend)) {
 		conn_close(c);
@@ -267,6 +400,7 @@ static void worker_adopt(struct worker *w, int fd)
 	c->w = w;
 	c->st = &w->st;
 	c->events = EPOLLIN;
+	c->last_rx = now_s();
 	e.data.ptr = c;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
 		close(fd);
@@ -281,13 +415,38 @@ static void worker_adopt(struct worker *w, int fd)
 	logv("connection %d opened", fd);
 }
 
+/* Closes the connections that stopped in the middle of a value: each
+ * holds a buffer of up to the value's size that only its client can
+ * complete (or, refused, a socket that only its client can drain). */
+static void close_stalled(struct worker *w, int64_t now)
+{
+	struct conn *c = w->conns, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		if ((c->state == CS_DATA || c->state == CS_SWALLOW) &&
+		    now - c->last_rx >= (int64_t)opt.stall_timeout) {
+			logv("connection %d: no data for %u s in the middle of a value: closing",
+			     c->fd, opt.stall_timeout);
+			STAT_ADD(c->st, stalled_closed, 1);
+			conn_close(c);
+		}
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct epoll_event evs[128];
+	int64_t swept = now_s();
 
 	while (!atomic_load(&w->stop)) {
-		int n = epoll_wait(w->epfd, evs, 128, -1), i;
+		int n = epoll_wait(w->epfd, evs, 128, opt.stall_timeout ? 1000 : -1), i;
+
+		if (opt.stall_timeout && now_s() != swept) {
+			swept = now_s();
+			close_stalled(w, swept);
+		}
 
 		if (n < 0 && errno != EINTR)
 			break;
@@ -337,7 +496,7 @@ static void worker_push(struct worker *w, int fd)
 		logv("eventfd write: %s", strerror(errno));
 }
 
-static int listen_on(const char *addr, const char *port)
+int net_listen(const char *addr, const char *port)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_PASSIVE };
@@ -377,7 +536,7 @@ int net_run(void)
 	bool running = true;
 
 	signal(SIGPIPE, SIG_IGN);
-	lfd = listen_on(opt.addr, opt.port);
+	lfd = net_listen(opt.addr, opt.port);
 	if (lfd < 0)
 		return 1;
 
@@ -396,6 +555,11 @@ int net_run(void)
 	epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &e);
 	e = (struct epoll_event){ .events = EPOLLIN, .data.fd = sfd };
 	epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &e);
+	if (connmem_start() != 0)
+		return 1;
+	/* After the mask: the metrics thread must not take SIGTERM either. */
+	if (metrics_start(connmem_scope) != 0)
+		return 1;
 
 	workers = calloc(opt.threads, sizeof(*workers));
 	if (!workers)
@@ -467,6 +631,7 @@ int net_run(void)
 	}
 
 	close(lfd);
+	metrics_stop();
 	for (i = 0; i < opt.threads; i++) {
 		uint64_t one = 1;
 
@@ -487,6 +652,7 @@ int net_run(void)
 		pthread_mutex_destroy(&w->qlock);
 	}
 	free(workers);
+	connmem_stop();
 	close(epfd);
 	close(sfd);
 	return 0;

@@ -6,4 +6,8 @@
  * when the server could not start. */
 int net_run(void);
 
+/** A non-blocking listening TCP socket on @addr:@port, or -1 (with a
+ * message on stderr). */
+int net_listen(const char *addr, const char *port);
+
 #endif /* SLCACHE_NET_H */

@@ -24,9 +24,13 @@ struct options opt = {
 	.item_max = 1u << 20,
 	.max_tenants = 256,
 	.headroom_pct = 3,
+	.stall_timeout = 10,
 };
 
 time_t started;
+
+/* --conn-memory as a percentage of -m (applied once -m is known). */
+static unsigned conn_memory_pct = 25;
 
 const char *policy_name(enum sl_policy p)
 {
@@ -53,7 +57,8 @@ static void usage(FILE *f)
 		"usage: slcache [-l ADDR] [-p PORT] [-m MEGABYTES] [--policy guarantee|gatekeeper|protection]\n"
 		"               [--tenant NAME[:min=SIZE][:soft=SIZE][:high=SIZE][:max=SIZE]]...\n"
 		"               [--no-accounting | --no-arenas] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]\n"
-		"               [--max-tenants N] [--headroom PERCENT] [-v]\n"
+		"               [--max-tenants N] [--headroom PERCENT] [--metrics-port PORT]\n"
+		"               [--conn-memory SIZE] [--stall-timeout SECONDS] [-v]\n"
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
 		"  -m MEGABYTES     the whole server's memory budget, the root's max (default 64)\n"
@@ -68,6 +73,9 @@ static void usage(FILE *f)
 		"  --max-tenants N  tenants created on first use beyond N share \"default\" (256)\n"
 		"  --headroom PCT   a maintainer thread evicts ahead of sets, keeping each max\n"
 		"                   (-m, a tenant's) PCT%% off; 0: no maintainer (default 3)\n"
+		"  --metrics-port PORT  serve OpenMetrics at http://ADDR:PORT/metrics (default off)\n"
+		"  --conn-memory SIZE  most memory for connection buffers, within -m (default 25%%)\n"
+		"  --stall-timeout S   close a connection silent for S s in a value (10; 0: never)\n"
 		"  -v               log connections and errors to stderr\n");
 }
 
@@ -217,6 +225,23 @@ void options_parse(int argc, char **argv)
 			opt.max_bytes = (v[strlen(v) - 1] >= '0' && v[strlen(v) - 1] <= '9') ? mb << 20 : mb;
 			if (opt.max_bytes < (1u << 20))
 				die_usage("-m must be at least 1 megabyte");
+		} else if (strcmp(a, "--metrics-port") == 0) {
+			parse_uint(v, "--metrics-port", 1, 65535);
+			opt.metrics_port = v;
+		} else if (strcmp(a, "--conn-memory") == 0) {
+			size_t len = strlen(v);
+
+			if (len > 1 && v[len - 1] == '%') {
+				char pct[8];
+
+				snprintf(pct, sizeof(pct), "%.*s", (int)(len - 1), v);
+				conn_memory_pct = parse_uint(pct, "--conn-memory %", 1, 100);
+				opt.conn_memory = 0;
+			} else if (parse_size(v, &opt.conn_memory) != 0 || opt.conn_memory < (64u << 10)) {
+				die_usage("--conn-memory takes a size of at least 64K or a percentage of -m, not '%s'", v);
+			}
+		} else if (strcmp(a, "--stall-timeout") == 0) {
+			opt.stall_timeout = parse_uint(v, "--stall-timeout", 0, 86400);
 		} else if (strcmp(a, "--policy") == 0) {
 			if (strcmp(v, "guarantee") == 0)
 				opt.policy = SL_POLICY_GUARANTEE;
@@ -247,6 +272,8 @@ void options_parse(int argc, char **argv)
 		}
 		i++;
 	}
+	if (opt.conn_memory == 0)
+		opt.conn_memory = opt.max_bytes / 100 * conn_memory_pct;
 	if (!opt.accounting && !opt.arenas)
 		die_usage("--no-arenas keeps the accounting: it does not go with --no-accounting");
 	for (i = 0; i < (int)opt.nr_tenants; i++) {

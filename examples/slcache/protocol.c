@@ -46,6 +46,24 @@ size_t proto_read_need(const struct conn *c)
 	return RBUF_MIN;
 }
 
+void proto_refuse_value(struct conn *c)
+{
+	BUMP(c, oom_errors);
+	c->noreply = c->p.noreply;
+	if (c->p.meta)
+		ob_str(c, "SERVER_ERROR out of memory storing object\r\n");
+	else
+		reply(c, "SERVER_ERROR out of memory storing object");
+	/* As a value refused for its size: a failed set drops the old value. */
+	if (c->p.mode == SM_SET)
+		store_delete(c->p.key, c->p.keylen, 0);
+	c->swallow = (uint64_t)c->p.vlen + 2;
+	c->state = CS_SWALLOW;
+	/* What is buffered is all the value's (it did not fit): drop it now. */
+	c->swallow -= c->rend - c->rstart;
+	c->rstart = c->rend = 0;
+}
+
 /* ---- tokens and numbers ---- */
 
 bool tok_is(const struct tok *t, const char *s)
@@ -591,6 +609,7 @@ static void stats_general(struct conn *c)
 	stat_u64(c, "total_items", NS(total_items));
 	stat_u64(c, "evictions", tot.evictions);
 	stat_u64(c, "oom_errors", NS(oom_errors));
+	stat_u64(c, "conn_stalled_closed", NS(stalled_closed));
 	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
 	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
 	stat_u64(c, "usage", tot.usage);

@@ -443,6 +443,11 @@ uint64_t tenants_budget(void)
 	return atomic_load_explicit(&tn.budget, memory_order_relaxed);
 }
 
+sl_group *tenants_root(void)
+{
+	return sl_tree_root(lru_cache_tree(tn.cache));
+}
+
 /* ---- stats ---- */
 
 static void tenant_snapshot(struct lru_tenant *t, struct tenant_stats *st)

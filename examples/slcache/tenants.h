@@ -50,4 +50,8 @@ const char *tenants_backend(void);
 int tenants_set_budget(uint64_t bytes);
 uint64_t tenants_budget(void);
 
+/** The softlimit tree's root (the whole server's budget), or NULL without
+ * accounting. */
+sl_group *tenants_root(void);
+
 #endif /* SLCACHE_TENANTS_H */
