@@ -318,27 +318,33 @@ void sl__stock_quiesce(void)
 typedef bool (*match_fn)(const sl_group *p, const void *arg);
 typedef void (*visit_fn)(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc);
 
+static void scan_stock(struct sl__stock *s, uint64_t mask, match_fn match, const void *arg, visit_fn visit,
+		       void *acc)
+{
+	int i;
+
+	for (i = 0; i < SL__STOCK_SLOTS; i++) {
+		struct sl__slot *sl = &s->slot[i];
+		/* Acquire: pairs with the release store of a slot's group in
+		 * stock_bind() and the owner's filling CAS. */
+		uint64_t w = sl__load(&sl->word, SL_ACQUIRE);
+		sl_group *p;
+
+		if (!(w & mask))
+			continue;
+		/* Acquire: pairs with stock_bind()'s release of it. */
+		p = sl__load(&sl->group, SL_ACQUIRE);
+		if (p && match(p, arg))
+			visit(sl, p, w, acc);
+	}
+}
+
 static void scan_locked(uint64_t mask, match_fn match, const void *arg, visit_fn visit, void *acc)
 {
 	struct sl__stock *s;
-	int i;
 
-	for (s = registry; s; s = s->next) {
-		for (i = 0; i < SL__STOCK_SLOTS; i++) {
-			struct sl__slot *sl = &s->slot[i];
-			/* Acquire: pairs with the release store of a slot's
-			 * group in stock_bind() and the owner's filling CAS. */
-			uint64_t w = sl__load(&sl->word, SL_ACQUIRE);
-			sl_group *p;
-
-			if (!(w & mask))
-				continue;
-			/* Acquire: pairs with stock_bind()'s release of it. */
-			p = sl__load(&sl->group, SL_ACQUIRE);
-			if (p && match(p, arg))
-				visit(sl, p, w, acc);
-		}
-	}
+	for (s = registry; s; s = s->next)
+		scan_stock(s, mask, match, arg, visit, acc);
 }
 
 static bool match_group(const sl_group *p, const void *g)
@@ -381,6 +387,35 @@ static void take_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 	}
 }
 
+/*
+ * FENCE: whether a take needs the handshake: some other thread's slot
+ * matches and holds what the take would take.  When none does, the take
+ * takes from the caller's own stock only (its owner is not in a fast path:
+ * it is us) and looks at no other again: a slot seen empty may fill right
+ * after, through its owner's refill, and then be written by a plain store,
+ * which a take must never race; to that owner, the take came first.  This
+ * keeps the fence off the common drains: a thread at max whose units are
+ * its own.
+ */
+static void note_held(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
+{
+	(void)sl;
+	(void)p;
+	(void)w;
+	*(bool *)acc = true;
+}
+
+static bool others_hold(uint64_t mask, match_fn match, const void *arg)
+{
+	struct sl__stock *s;
+	bool held = false;
+
+	for (s = registry; s && !held; s = s->next)
+		if (s != sl__tls_stock)
+			scan_stock(s, mask, match, arg, note_held, &held);
+	return held;
+}
+
 /* FENCE: keep every owner's fast path off its words until takers_end(). */
 static void takers_begin(void)
 {
@@ -413,9 +448,17 @@ static uint64_t take(uint64_t mask, match_fn match, const void *arg)
 	struct take tk = { .mask = mask, .flush = true };
 
 	pthread_mutex_lock(&registry_lock);
-	takers_begin();
-	scan_locked(mask, match, arg, take_slot, &tk);
-	takers_end();
+	if (sl__stock_protocol == SL__STOCK_FENCE && !others_hold(mask, match, arg)) {
+		/* Only our own slots hold any: no fence, and no look at
+		 * the others (one may refill and go on plain-storing
+		 * after our look; to it, this take came first). */
+		if (sl__tls_stock)
+			scan_stock(sl__tls_stock, mask, match, arg, take_slot, &tk);
+	} else {
+		takers_begin();
+		scan_locked(mask, match, arg, take_slot, &tk);
+		takers_end();
+	}
 	pthread_mutex_unlock(&registry_lock);
 	return tk.units;
 }
