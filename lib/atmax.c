@@ -24,8 +24,8 @@ static uint64_t reclaim_for_charge(sl_group *at, uint64_t need)
 {
 	uint64_t count, max, batch = at->tree->reclaim_batch;
 
-	/* Idle stock units are not usage: room may be there already. */
-	sl__stock_drain_subtree(at);
+	/* The caller drained its own stock; other threads' idle units stay
+	 * theirs while reclaim can make room (see sl__at_max()). */
 	count = sl__usage_of(at);
 	max = sl__load(&at->max, SL_RELAXED);
 	if (max >= need && count <= max - need)
@@ -34,7 +34,7 @@ static uint64_t reclaim_for_charge(sl_group *at, uint64_t need)
 		return 0;
 	/* A batch small against max: at most 1/16 of it. */
 	batch = sl__min_u64(batch, max / 16);
-	return sl__reclaim(at, count - (max - need) + batch, count - (max - need));
+	return sl__reclaim(at, count - (max - need) + batch, count - (max - need), false);
 }
 
 /* The host's OOM handler, if any: nonzero asks for one more try. */
@@ -105,10 +105,15 @@ int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
 		/* Drain the stocks under the group in the way unless a drain
 		 * already covered it; each new drain covers a strictly larger
 		 * subtree, so there are at most depth + 1 of them between two
-		 * reclaims. */
+		 * reclaims.  While reclaim may make room, only this thread's
+		 * own stock: other threads' idle units are their next charges,
+		 * and taking them on every charge at max would have threads at
+		 * max take each other's stocks in turn (and, under the fence
+		 * protocol, interrupt each other with a membarrier); they are
+		 * taken once reclaim makes no progress, before any failure. */
 		if (!drained || !sl__is_ancestor(drained, fail)) {
 			drained = fail;
-			if (sl__stock_drain_subtree(fail))
+			if (may_reclaim ? sl__stock_drain_mine(fail) : sl__stock_drain_subtree(fail))
 				goto retry;
 		}
 		if (!hit) {
@@ -138,7 +143,10 @@ int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
 				sched_yield();
 				goto retry;
 			}
+			/* No progress this round: other threads' idle
+			 * units under fail are room that needs no reclaim. */
 			idle++;
+			sl__stock_drain_subtree(fail);
 			goto retry;
 		}
 		/* Reclaim could not make room: the host's OOM handler may drop

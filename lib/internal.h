@@ -365,6 +365,7 @@ extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("i
 struct sl__stock *sl__stock_get(void);
 int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount);
 uint64_t sl__stock_drain_subtree(const sl_group *top);
+uint64_t sl__stock_drain_mine(const sl_group *top);
 uint64_t sl__stock_drain_group(const sl_group *g);
 void sl__stock_fold_ledgers(const sl_group *g);
 void sl__stock_forget_tree(const sl_tree *t);
@@ -403,7 +404,7 @@ uint64_t sl__usage_of(const sl_group *g);
 uint64_t sl__own_of(const sl_group *g);
 uint64_t sl__soft_of(const sl_group *g);
 uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor, uint64_t within);
-uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must);
+uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must, bool drain);
 bool sl__pass2_begin(struct sl__reclaim *r);
 void sl__pin(sl_group *g);
 void sl__unpin(sl_group *g);

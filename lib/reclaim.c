@@ -99,11 +99,17 @@ static uint64_t claim(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_
 			f = step_floor(r, p);
 		if (!f)
 			continue;
+		/* Claimed first, then usage: a reclaim that finishes gives
+		 * its claim back after its callback's uncharges (release in
+		 * unclaim()), so if we see the claim gone (acquire) we see
+		 * those uncharges in usage too; read the other way round, a
+		 * unit freed and unclaimed in between would be claimed twice
+		 * (found by proof/reclaim.pml). */
+		taken = sl__load(&p->claimed, SL_ACQUIRE) + f;
 		/* Real usage: units that stocks refilled since the drain (a
 		 * callback's own charges, other threads) are not usage. */
 		usage = sl__usage_of(p);
 		usage -= sl__min_u64(usage, r->t->batch ? sl__stock_units(p) : 0);
-		taken = sl__load(&p->claimed, SL_RELAXED) + f;
 		want = sl__min_u64(want, usage > taken ? usage - taken : 0);
 	}
 	/* Relaxed: the claim lock orders claims among claimers; a reader
@@ -117,10 +123,11 @@ static uint64_t claim(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_
 
 static void unclaim(sl_group *g, uint64_t n)
 {
-	/* Relaxed: as in claim(); giving back needs no lock, it only ever
-	 * makes more room. */
+	/* Release: the callback's uncharges happen before a claimer that
+	 * sees the claim gone (claim() reads claimed, then usage).  Giving
+	 * back needs no lock: it only ever makes more room. */
 	for (; g; g = g->parent)
-		sl__fetch_sub(&g->claimed, n, SL_RELAXED);
+		sl__fetch_sub(&g->claimed, n, SL_RELEASE);
 }
 
 /*
@@ -201,7 +208,7 @@ uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, ui
  * batch, and the batch is extra, so it comes from excess only and never
  * costs anyone their protection.  Background reclaim passes must = 0.
  */
-uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must)
+uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must, bool drain)
 {
 	struct sl__reclaim r = { .t = scope->tree, .scope = scope, .target = target, .must = must };
 
@@ -209,8 +216,10 @@ uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must)
 	sl__fetch_add(&r.t->reclaimers, 1, SL_RELAXED);
 	r.seq = sl__fetch_add(&r.t->reclaim_seq, 1, SL_RELAXED) + 1;
 	sl__tls_reclaiming++;
-	/* Decide on real usage: idle stock units are not anyone's usage. */
-	sl__stock_drain_subtree(scope);
+	/* Decide on real usage: idle stock units are not anyone's usage
+	 * (a charge at max drained what it chose to already). */
+	if (drain)
+		sl__stock_drain_subtree(scope);
 	r.t->policy->reclaim(&r);
 	sl__tls_reclaiming--;
 	sl__fetch_sub(&r.t->reclaimers, 1, SL_RELAXED);
@@ -230,5 +239,5 @@ uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags)
 {
 	if (!sl__group_valid(scope) || !target || flags || sl__reclaim_forbidden())
 		return 0;
-	return sl__reclaim(scope, target, target);
+	return sl__reclaim(scope, target, target, true);
 }

@@ -470,6 +470,20 @@ uint64_t sl__stock_drain_subtree(const sl_group *top)
 	return take(SL__CONTENTS_MASK, match_subtree, top);
 }
 
+/* The same, from the calling thread's own stock only: no other thread is
+ * disturbed (no fence), for a charge at max that reclaims first. */
+uint64_t sl__stock_drain_mine(const sl_group *top)
+{
+	struct take tk = { .mask = SL__CONTENTS_MASK, .flush = true };
+
+	if (!sl__tls_stock)
+		return 0;
+	pthread_mutex_lock(&registry_lock);
+	scan_stock(sl__tls_stock, SL__CONTENTS_MASK, match_subtree, top, take_slot, &tk);
+	pthread_mutex_unlock(&registry_lock);
+	return tk.units;
+}
+
 /* The same for the slots bound to g itself. */
 uint64_t sl__stock_drain_group(const sl_group *g)
 {
