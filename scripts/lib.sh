@@ -29,10 +29,10 @@ SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev)
 # OpenMetrics parser that checks sl_group_dump()'s SL_DUMP_OPENMETRICS.
 # mandoc: the manual pages' lint.  man-db: `man -w` on the installed pages.
 # dpkg-dev, debhelper, lintian: the Debian packages' test.  abigail-tools:
-# the ABI check.
+# the ABI check.  spin: the model checks of proof/ (proof/check.sh).
 SL_TEST_PACKAGES=("${SL_BUILD_PACKAGES[@]}" g++ clang "$(sl_clang_rt_package)" check
 	libmemcached-tools memcached python3-prometheus-client mandoc man-db
-	dpkg-dev debhelper lintian abigail-tools)
+	dpkg-dev debhelper lintian abigail-tools spin)
 
 sl_missing_packages() {
 	local pkg status

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The charge/uncharge/stock/drain/exact-check protocol: three threads on
+ * the tree R -> A (depth 2), batch 1 (a slot keeps up to 2 units).  Charges
+ * take SL_NORECLAIM (no group has a callback here: reclaim.pml checks
+ * reclaim), so the at-max path is the drain of atmax.c:sl__at_max.
+ *
+ * One configuration per run (spin -DCFG_...):
+ *   CFG_HANDOFF  thread 0 charges two units and hands one to each of
+ *                threads 1 and 2, which uncharge them (a producer and two
+ *                consumers: the false over-uncharge, the refill after a
+ *                drain);
+ *   CFG_ENOMEM   A's max is 2, R's 3; threads 0 and 1 charge one unit of
+ *                A, thread 2 one of R, and each uncharges it (no false
+ *                -ENOMEM while another thread's stock holds the room);
+ *   CFG_SETMAX   threads 0 and 1 charge A while thread 2 lowers A's max
+ *                from 3 to 1 (the set_max race).
+ *
+ * Properties (every configuration):
+ *   - the monitor: a count never passes a max in force, except by the
+ *     charges between their CAS and their second look at max (win);
+ *   - every uncharge of units the host holds succeeds (no false
+ *     over-uncharge);
+ *   - a charge fails with -ENOMEM only if the host's units really leave no
+ *     room, when no other call ran during it (no false -ENOMEM);
+ *   - at the end (every thread gone, its stock given back): count, local and
+ *     the host's units agree at every level (no unit lost or counted twice),
+ *     no check or in-flight flag is left, the registry lock is free;
+ *   - no invalid end state (no deadlock, no wait that never ends).
+ */
+#include "softlimit.pml"
+
+#if !defined(CFG_HANDOFF) && !defined(CFG_ENOMEM) && !defined(CFG_SETMAX)
+#define CFG_HANDOFF
+#endif
+
+bit handed[NT];
+
+/* A charge with SL_NORECLAIM: charge.c:sl_charge:183-200,
+ * sl__charge_slow:169-181, charge_exact:157-167, and for a charge that does
+ * not fit, atmax.c:sl__at_max:92-175 without reclaim (may_reclaim false:
+ * atmax.c:95, :118). */
+inline charge(me, g, amt, rc)
+{
+	op_begin();
+	charge_fast(me, g, (amt), rc); /* charge.c:188-198 */
+	if
+	:: rc == OK -> skip
+	:: else ->
+		stock_refill(me, g, amt, rc); /* charge.c:177-179 (amt <= batch) */
+		if
+		:: rc == 0 -> skip
+		:: else ->
+			counter_try(g, (amt), 0, rc, failg); /* charge.c:160 */
+			if
+			:: rc == OK -> lcl[g] = lcl[g] + (amt) /* charge.c:165 */
+			:: else ->
+				/* atmax.c:sl__at_max, g->tree->at_max (charge.c:163) */
+				dr = NONE; /* atmax.c:98 drained */
+				do
+				:: /* atmax.c:109-113 drain under the group in the way */
+					if
+					:: dr == NONE || !is_ancestor(dr, failg) ->
+						dr = failg;
+						drain_subtree(failg, du)
+					:: else -> du = 0
+					fi;
+					if
+					:: du == 0 -> break /* atmax.c:118-119 may not reclaim */
+					:: else
+					fi;
+					/* atmax.c:153-161 retry: a refill, then exactly */
+					stock_refill(me, g, (amt), rc);
+					if
+					:: rc == 0 -> break
+					:: else
+					fi;
+					counter_try(g, (amt), 0, rc, failg);
+					if
+					:: rc == OK ->
+						lcl[g] = lcl[g] + (amt); /* atmax.c:172-173 */
+						break
+					:: else
+					fi
+				od;
+				dr = 0;
+				if
+				:: rc == ENOMEM ->
+					/* no false -ENOMEM: with no other call during this one,
+					 * the host's units leave no room on the path */
+					assert(!(quiet && gen == mygen) ||
+					       hu_sub(failg) + (amt) > maxv[failg])
+				:: else
+				fi
+			fi
+		fi
+	fi;
+	if
+	:: rc == OK -> atomic { hu[g] = hu[g] + (amt) }
+	:: else
+	fi;
+	op_end()
+}
+
+inline do_uncharge(me, g, amt)
+{
+	op_begin();
+	uncharge(me, g, (amt), rc);
+	/* the host held these units: the uncharge must succeed */
+	assert(rc == OK);
+	op_end()
+}
+
+proctype thread(byte me)
+{
+	THREAD_LOCALS;
+	byte dr, g;
+#ifdef CFG_HANDOFF
+	if
+	:: me == 0 ->
+		charge(me, A, 1, rc);
+		assert(rc == OK);
+		handed[1] = 1;
+		charge(me, A, 1, rc);
+		assert(rc == OK);
+		handed[2] = 1
+	:: else ->
+		handed[me] == 1;
+		do_uncharge(me, A, 1)
+	fi;
+#endif
+#ifdef CFG_ENOMEM
+	if
+	:: me == 2 -> g = R
+	:: else -> g = A
+	fi;
+	charge(me, g, 1, rc);
+	if
+	:: rc == OK -> do_uncharge(me, g, 1)
+	:: else
+	fi;
+#endif
+#ifdef CFG_SETMAX
+	if
+	:: me == 2 ->
+		op_begin();
+		set_max(A, 1, rc);
+		op_end()
+	:: else ->
+		charge(me, A, 1, rc)
+	fi;
+#endif
+	/* the thread exits: its stock goes back (stock.c:stock_release) */
+	op_begin();
+	stock_release(me);
+	op_end();
+	done++
+}
+
+/* a max in force is never passed by an unforced charge that stands */
+active proctype monitor()
+{
+end:
+	atomic {
+		!((!stable[A] || count[A] - win[A] <= maxv[A] + forced[A]) &&
+		  (!stable[R] || count[R] - win[R] <= maxv[R] + forced[R])) ->
+		assert(false)
+	}
+}
+
+init
+{
+	byte i;
+
+	atomic {
+		i = 0;
+		do
+		:: i == NT -> break
+		:: else ->
+			sgroup[i] = NONE;
+			i++
+		od;
+#ifdef CFG_ENOMEM
+		maxv[R] = 3;
+		maxv[A] = 2;
+#else
+		maxv[R] = 4;
+		maxv[A] = 3;
+#endif
+		maxv[B] = 0;
+		i = 0;
+		do
+		:: i == NT -> break
+		:: else ->
+			run thread(i);
+			i++
+		od
+	}
+	/* every thread gone: the counters say exactly what the host holds */
+	done == NT;
+	assert(count[A] == hu[A] + hu[B] * 0 && count[R] == hu[R] + hu[A]);
+	assert(lcl[A] == hu[A] && lcl[R] == hu[R]);
+	assert(checks[A] == 0 && checks[R] == 0 && reglock == 0 && busy == 0);
+	assert(inflight[0] == 0 && inflight[1] == 0 && inflight[2] == 0)
+}
