@@ -237,8 +237,11 @@ enum {
  * does not fit under some max (events_max and events_oom count on the group
  * whose max was hit).
  *
- * At max, without SL_NORECLAIM: stocks under the group in the way are
- * drained, then the group's subtree is reclaimed by the policy, for the
+ * At max, without SL_NORECLAIM: this thread's idle stock units under the
+ * group in the way are given back (other threads' are taken in a round
+ * where reclaim made no progress, so threads at max do not take each
+ * other's next charges), then the group's subtree is reclaimed by the
+ * policy, for the
  * amount missing plus the tree's reclaim batch (the batch from pass 1 only:
  * it never costs a group what its policy grants), and the charge is tried
  * again, first as a stock refill (so the room made serves this thread's
