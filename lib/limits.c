@@ -19,7 +19,7 @@ static int shrink_to_max(sl_group *g, uint64_t count)
 	for (round = 0; round < 4; round++) {
 		sl__stock_drain_subtree(g);
 		usage = sl__usage_of(g);
-		if (usage <= max || !sl__reclaim(g, usage - max, usage - max, true))
+		if (usage <= max || !sl__reclaim(g, usage - max, usage - max, false))
 			break;
 	}
 	return sl__usage_of(g) <= max ? 0 : -EBUSY;
@@ -54,7 +54,7 @@ uint64_t sl_handle_over_high(sl_group *g)
 		sl__stock_drain_subtree(g);
 		usage = sl__usage_of(g);
 		if (usage > high)
-			freed += sl__reclaim(g, usage - high, usage - high, true);
+			freed += sl__reclaim(g, usage - high, usage - high, false);
 	}
 	return freed;
 }

@@ -200,13 +200,14 @@ uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, ui
 
 /* ---- the reclaim itself ---- */
 
-/* Reclaim up to target from scope's subtree by the tree's policy.  The
- * caller has checked that this thread may reclaim. */
 /*
- * Reclaim toward target; pass 2, which takes what the policy grants, serves
- * only must of it (<= target): a charge at max reclaims its need and a
- * batch, and the batch is extra, so it comes from excess only and never
- * costs anyone their protection.  Background reclaim passes must = 0.
+ * Reclaim up to target from scope's subtree by the tree's policy (the
+ * caller has checked that this thread may reclaim).  Pass 2, which takes
+ * what the policy grants, serves only must of it (<= target): a charge at
+ * max reclaims its need and a batch, and the batch is extra, so it comes
+ * from excess only and never costs anyone their protection; background
+ * reclaim passes must = 0.  drain: give back the scope's stocks first
+ * (callers that just did pass false).
  */
 uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must, bool drain)
 {
