@@ -72,6 +72,8 @@ static const char *policy_name(enum sl_policy p)
 		return "gatekeeper";
 	case SL_POLICY_PROTECTION:
 		return "protection";
+	case SL_POLICY_REFAULT:
+		return "refault";
 	}
 	return "?";
 }

@@ -42,22 +42,34 @@ void sl__store_limits(sl_group *g, const struct sl_limits *lim)
 	sl__store(&g->max, lim->max, SL_RELAXED);
 }
 
+/* Bytes from a group's start to the end of its name's cache line. */
+static size_t name_end(size_t len)
+{
+	size_t size = offsetof(struct sl_group, name) + len + 1;
+
+	return (size + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
+}
+
+static size_t lines(size_t size)
+{
+	return (size + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
+}
+
 sl_group *sl__group_alloc(const char *name, size_t len, bool prot)
 {
-	/* The name lives in the group's last cache line while it fits; a
-	 * PROTECTION tree's protected usages follow it, on a line of their
-	 * own (chargers write them). */
-	size_t size = offsetof(struct sl_group, name) + len + 1, at;
+	/* The name lives in the group's last cache line while it fits; the
+	 * refault counts follow it on a line of their own (written by
+	 * sl_refault() and reclaim), then, in a PROTECTION tree, the
+	 * protected usages on another (chargers write them). */
+	size_t at = name_end(len) + lines(sizeof(struct sl__refault));
+	size_t size = at + (prot ? lines(sizeof(struct sl__prot)) : 0);
 	sl_group *g;
 
-	size = (size + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
-	at = size;
-	if (prot)
-		size += (sizeof(struct sl__prot) + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
 	g = sl__aligned_alloc(SL__CACHELINE, size);
 	if (!g)
 		return NULL;
 	memset(g, 0, sizeof(*g));
+	memset((char *)g + name_end(len), 0, sizeof(struct sl__refault));
 	if (prot) {
 		g->prot = (struct sl__prot *)((char *)g + at);
 		memset(g->prot, 0, sizeof(*g->prot));
@@ -66,6 +78,11 @@ sl_group *sl__group_alloc(const char *name, size_t len, bool prot)
 	g->name[len] = '\0';
 	g->name_len = (uint16_t)len;
 	return g;
+}
+
+struct sl__refault *sl__refault_of(const sl_group *g)
+{
+	return (struct sl__refault *)((char *)g + name_end(g->name_len));
 }
 
 /* ---- the name hash: (parent, name) -> group ---- */

@@ -11,7 +11,7 @@
  *      split.c                             reclaim and what calls it
  *   5  charge.c uncharge.c                 sl_charge(), sl_uncharge()
  *   4  stock.c                             per-thread stocks
- *   3  counter.c                           hierarchical counters
+ *   3  counter.c refault.c                 hierarchical counters, refault counts
  *   2  overindex.c                         groups over their soft limit
  *   1  group.c                             group objects and topology
  *   0  alloc.c atomic.h                    allocation, atomics
@@ -139,6 +139,18 @@ static inline uint64_t sl__prot_sum(const sl_atomic64 *sum, uint64_t cap)
 }
 
 /*
+ * What a group of any tree keeps of refaults and evictions (refault.c), in
+ * its block after the name (sl__refault_of()): decayed subtree sums that
+ * SL_POLICY_REFAULT orders pass 1 by, and the group's own total for stats.
+ */
+struct sl__refault {
+	sl_atomic64 refaults;  /* units refaulted in the subtree, this window and halved history */
+	sl_atomic64 evicted;   /* units its callbacks freed in the subtree, the same way */
+	sl_atomic64 refaulted; /* units sl_refault() reported for g itself, ever (saturating) */
+	sl_atomic32 epoch;     /* the tree's window the two sums were last halved to */
+};
+
+/*
  * What the reclaim engine asks of a policy (policy_*.c): pass 1, then pass 2
  * if pass 1 freed too little, and what the policy grants a group right now.
  */
@@ -152,6 +164,9 @@ struct sl__policy {
 	 * up to the scope; false: the policy floors groups itself (PROTECTION
 	 * by effective min). */
 	bool min_on_path;
+	/* true: pass 1 takes the over-limit group whose evictions refault
+	 * least first (SL_POLICY_REFAULT); false: the largest excess first. */
+	bool by_refault;
 };
 
 struct sl_tree {
@@ -177,6 +192,8 @@ struct sl_tree {
 	sl_atomic32 bg_wake;      /* bumped to wake the background reclaimer (a futex word) */
 	sl_atomic32 bg_sleeping;  /* the background reclaimer is about to sleep or sleeps */
 	sl_atomic32 bg_stop;      /* sl_background_stop() was called */
+	sl_atomic32 rf_epoch;     /* refault windows ended; each halves the groups' history */
+	sl_atomic64 rf_window;    /* units reclaimed in the tree in this window */
 
 	/* ---- under the locks ---- */
 	_Alignas(SL__CACHELINE) pthread_mutex_t lock; /* topology: create, destroy, the name hash */
@@ -316,6 +333,7 @@ bool sl__group_valid(const sl_group *g);
 bool sl__limits_valid(const struct sl_limits *lim);
 bool sl__is_ancestor(const sl_group *anc, const sl_group *g);
 sl_group *sl__group_alloc(const char *name, size_t len, bool prot);
+struct sl__refault *sl__refault_of(const sl_group *g);
 void sl__store_limits(sl_group *g, const struct sl_limits *lim);
 int sl__hash_init(sl_tree *t);
 sl_group *sl__child_find(const sl_group *parent, const char *name, size_t len);
@@ -359,6 +377,9 @@ uint64_t sl__counter_usage(const sl_group *g);
 uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
 void sl__counter_wake_background(sl_tree *t);
 void sl__counter_protect(sl_group *g);
+/* refault.c */
+void sl__refault_evicted(sl_group *g, uint64_t units);
+void sl__refault_rank(const sl_group *g, uint64_t *key);
 
 /* ---- 4: stock.c ---- */
 extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
@@ -437,22 +458,26 @@ uint64_t sl__proportional(struct sl__reclaim *r, sl_group *top, uint64_t amount)
 /* victims.c: candidates from the over-soft index, largest excess first */
 struct sl__cand {
 	sl_group *g;
-	uint64_t key; /* excess when last looked at; only ever falls */
+	/* The rank when last looked at, larger first: the excess, or under
+	 * SL_POLICY_REFAULT the refault order (key) then the excess (key2). */
+	uint64_t key, key2;
 	bool done;    /* dealt with, freed nothing when asked, or not over any more */
 };
 struct sl__victims {
-	struct sl__cand *c; /* sorted by key, largest first; each pinned */
+	struct sl__cand *c; /* sorted by rank, first to give first; each pinned */
 	size_t n, pos, cap;
+	bool by_refault;    /* the tree's policy ranks by refaults */
 };
 void sl__reclaim_by_excess(struct sl__reclaim *r, void (*pass1)(struct sl__reclaim *, struct sl__victims *));
 struct sl__cand *sl__victims_next(struct sl__victims *v, uint64_t *excess);
-struct sl__cand *sl__victims_largest_below(struct sl__victims *v, const sl_group *below, uint64_t *excess);
+struct sl__cand *sl__victims_first_below(struct sl__victims *v, const sl_group *below, uint64_t *excess);
 bool sl__over_soft(const sl_group *g);
 
 /* policy_*.c */
 extern const struct sl__policy sl__policy_guarantee;
 extern const struct sl__policy sl__policy_gatekeeper;
 extern const struct sl__policy sl__policy_protection;
+extern const struct sl__policy sl__policy_refault;
 
 /* ---- 8: openmetrics.c: sl_group_dump()'s SL_DUMP_OPENMETRICS ---- */
 int sl__dump_openmetrics(sl_group *scope, char *buf, size_t size, size_t *needed);

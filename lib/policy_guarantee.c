@@ -5,12 +5,16 @@
  * over its soft limit is brought back through its over-limit descendants,
  * and only a misconfigured parent (over, with no descendant over) opens all
  * its children, in proportion to their usage above min.
+ *
+ * SL_POLICY_REFAULT is this policy with another order: least refaulted
+ * first (victims.c ranks; refault.c counts).
  */
 #include "internal.h"
 
 /* Bring candidate c back by need: its own charges, then its over-limit
- * descendants largest excess first; only if none is over, all its children
- * in proportion to usage above min (a misconfigured parent). */
+ * descendants in rank order (largest excess first); only if none is over,
+ * all its children in proportion to usage above min (a misconfigured
+ * parent). */
 static uint64_t shrink(struct sl__reclaim *r, struct sl__victims *v, struct sl__cand *c, uint64_t need)
 {
 	sl_group *g = c->g;
@@ -25,7 +29,7 @@ static uint64_t shrink(struct sl__reclaim *r, struct sl__victims *v, struct sl__
 	got = sl__reclaim_group(r, g, sl__min_u64(sl__own_of(g), need), frame.floor, 0);
 	if (!frame.floor)
 		goto out;
-	while (got < need && r->freed < r->target && (d = sl__victims_largest_below(v, g, &e))) {
+	while (got < need && r->freed < r->target && (d = sl__victims_first_below(v, g, &e))) {
 		uint64_t step = shrink(r, v, d, sl__min_u64(e, need - got));
 
 		any_over = true;
@@ -68,4 +72,14 @@ const struct sl__policy sl__policy_guarantee = {
 	.reclaim = reclaim,
 	.effective = effective,
 	.min_on_path = true,
+};
+
+/* SL_POLICY_REFAULT: the same promises and passes; victims.c ranks the
+ * candidates (and a parent's over-limit descendants) by refaults. */
+const struct sl__policy sl__policy_refault = {
+	.name = "refault",
+	.reclaim = reclaim,
+	.effective = effective,
+	.min_on_path = true,
+	.by_refault = true,
 };

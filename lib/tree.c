@@ -55,6 +55,8 @@ static const struct sl__policy *policy_of(enum sl_policy id)
 		return &sl__policy_gatekeeper;
 	case SL_POLICY_PROTECTION:
 		return &sl__policy_protection;
+	case SL_POLICY_REFAULT:
+		return &sl__policy_refault;
 	}
 	return NULL;
 }

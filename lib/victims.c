@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Victims by excess: the candidates that the over-soft index holds inside a
- * reclaim's scope, ranked largest excess first, and the reclaim that
- * GUARANTEE and GATEKEEPER share around their own pass 1: the scope's own
+ * Victims by rank: the candidates that the over-soft index holds inside a
+ * reclaim's scope, ranked largest excess first (or, under REFAULT, least
+ * refaulted first, then largest excess), and the reclaim that GUARANTEE,
+ * GATEKEEPER and REFAULT share around their own pass 1: the scope's own
  * charges, the policy's pick of candidates, then pass 2.
  */
 #include "internal.h"
@@ -59,8 +60,29 @@ bool sl__over_soft(const sl_group *g)
 	return soft && sl__usage_of(g) > soft;
 }
 
-/* The candidate strictly below `below` with the largest excess, now. */
-struct sl__cand *sl__victims_largest_below(struct sl__victims *v, const sl_group *below, uint64_t *excess)
+/* c's rank now, into c's keys; returns its excess (0: nothing to take). */
+static uint64_t rank(const struct sl__victims *v, struct sl__cand *c)
+{
+	uint64_t e = excess_of(c->g);
+
+	if (v->by_refault) {
+		sl__refault_rank(c->g, &c->key);
+		c->key2 = e;
+	} else {
+		c->key = e;
+		c->key2 = 0;
+	}
+	return e;
+}
+
+/* a gives before b. */
+static bool before(const struct sl__cand *a, const struct sl__cand *b)
+{
+	return a->key != b->key ? a->key > b->key : a->key2 > b->key2;
+}
+
+/* The candidate strictly below `below` that gives first, now. */
+struct sl__cand *sl__victims_first_below(struct sl__victims *v, const sl_group *below, uint64_t *excess)
 {
 	struct sl__cand *best = NULL;
 	uint64_t be = 0;
@@ -72,12 +94,12 @@ struct sl__cand *sl__victims_largest_below(struct sl__victims *v, const sl_group
 
 		if (c->done || c->g == below || !sl__is_ancestor(below, c->g))
 			continue;
-		e = excess_of(c->g);
+		e = rank(v, c);
 		if (!e) {
 			c->done = true;
 			continue;
 		}
-		if (e > be) {
+		if (!best || before(c, best)) {
 			be = e;
 			best = c;
 		}
@@ -90,18 +112,20 @@ static int cand_cmp(const void *pa, const void *pb)
 {
 	const struct sl__cand *a = pa, *b = pb;
 
-	return a->key < b->key ? 1 : a->key > b->key ? -1 : 0;
+	return before(a, b) ? -1 : before(b, a) ? 1 : 0;
 }
 
 /*
- * The next candidate, largest excess first.  Keys are sorted once; a key
- * that has gone stale (a shrink of an ancestor took from it) is refreshed
- * when its turn comes and the candidate moves back to its new place, so the
- * whole pass costs O(k log k) for k candidates, not a scan per pick.
+ * The next candidate, first to give first.  Ranks are sorted once; a rank
+ * that has gone stale (a shrink of an ancestor took from it, its refaults
+ * moved) is refreshed when its turn comes and the candidate moves back to
+ * its new place, so the whole pass costs O(k log k) for k candidates, not
+ * a scan per pick (a rank that rose keeps its turn).
  */
 struct sl__cand *sl__victims_next(struct sl__victims *v, uint64_t *excess)
 {
 	struct sl__cand *c = v->c;
+	size_t moves = 0;
 
 	while (v->pos < v->n) {
 		struct sl__cand *x = &c[v->pos];
@@ -112,22 +136,22 @@ struct sl__cand *sl__victims_next(struct sl__victims *v, uint64_t *excess)
 			v->pos++;
 			continue;
 		}
-		e = excess_of(x->g);
+		e = rank(v, x);
 		if (!e) {
 			x->done = true;
 			v->pos++;
 			continue;
 		}
-		if (v->pos + 1 < v->n && e < c[v->pos + 1].key) {
+		/* Bounded: ranks that concurrent reclaims keep moving cannot
+		 * send candidates round for ever. */
+		if (v->pos + 1 < v->n && before(&c[v->pos + 1], x) && moves++ < v->n) {
 			struct sl__cand tmp = *x;
 
-			tmp.key = e;
-			for (j = v->pos; j + 1 < v->n && c[j + 1].key > e; j++)
+			for (j = v->pos; j + 1 < v->n && before(&c[j + 1], &tmp); j++)
 				c[j] = c[j + 1];
 			c[j] = tmp;
 			continue;
 		}
-		x->key = e;
 		*excess = e;
 		v->pos++;
 		return x;
@@ -136,20 +160,20 @@ struct sl__cand *sl__victims_next(struct sl__victims *v, uint64_t *excess)
 }
 
 /*
- * Pass 1 by excess, then pass 2: the scope's own charges are always
+ * Pass 1 by rank, then pass 2: the scope's own charges are always
  * eligible (its soft limit does not shield it from its own reclaim), then
  * the policy's pick of the candidates, then everyone in proportion.
  */
 void sl__reclaim_by_excess(struct sl__reclaim *r, void (*pass1)(struct sl__reclaim *, struct sl__victims *))
 {
-	struct sl__victims v = { 0 };
+	struct sl__victims v = { .by_refault = r->t->policy->by_refault };
 	size_t i;
 
 	sl__reclaim_group(r, r->scope, sl__min_u64(sl__own_of(r->scope), r->target), 0, 0);
 	if (r->freed < r->target) {
 		sl__over_collect(r->t, r->scope, add_cand, &v);
 		for (i = 0; i < v.n; i++)
-			v.c[i].key = excess_of(v.c[i].g);
+			rank(&v, &v.c[i]);
 		if (v.n)
 			qsort(v.c, v.n, sizeof(*v.c), cand_cmp);
 		pass1(r, &v);

@@ -217,10 +217,12 @@ static int dump_one(sl_group *g, unsigned depth, void *arg)
 	emit_limit(&d->o, "max", st.limits.max, json);
 	emit(&d->o,
 	     json ? ",\"emin\":%" PRIu64 ",\"esoft\":%" PRIu64 ",\"events\":{\"low\":%" PRIu64
-		    ",\"high\":%" PRIu64 ",\"max\":%" PRIu64 ",\"oom\":%" PRIu64 "},\"reclaimed\":%" PRIu64 "}"
+		    ",\"high\":%" PRIu64 ",\"max\":%" PRIu64 ",\"oom\":%" PRIu64 "},\"reclaimed\":%" PRIu64
+		    ",\"refaulted\":%" PRIu64 "}"
 		  : " emin=%" PRIu64 " esoft=%" PRIu64 " low=%" PRIu64 " high_events=%" PRIu64
-		    " max_events=%" PRIu64 " oom=%" PRIu64 " reclaimed=%" PRIu64 "\n",
-	     st.emin, st.esoft, st.events_low, st.events_high, st.events_max, st.events_oom, st.reclaimed);
+		    " max_events=%" PRIu64 " oom=%" PRIu64 " reclaimed=%" PRIu64 " refaulted=%" PRIu64 "\n",
+	     st.emin, st.esoft, st.events_low, st.events_high, st.events_max, st.events_oom, st.reclaimed,
+	     st.refaulted);
 	d->first = false;
 	return 0;
 }

@@ -80,13 +80,13 @@ static int tree_create_with(const struct sl_tree_opts *o)
 	return rc;
 }
 
-static int tree_create_policy_3(struct fx *f)
+static int tree_create_policy_4(struct fx *f)
 {
 	struct sl_tree_opts o;
 
 	(void)f;
 	sl_tree_opts_init(&o);
-	o.policy = (enum sl_policy)3;
+	o.policy = (enum sl_policy)4;
 	return tree_create_with(&o);
 }
 
@@ -573,7 +573,7 @@ struct bad_case {
 static const struct bad_case cases[] = {
 	{ "sl_tree_create(opts, NULL)", tree_create_null_out, -EINVAL, 0 },
 	{ "sl_tree_create(NULL, NULL)", tree_create_null_opts_null_out, -EINVAL, 0 },
-	{ "sl_tree_create policy 3", tree_create_policy_3, -EINVAL, 0 },
+	{ "sl_tree_create policy 4", tree_create_policy_4, -EINVAL, 0 },
 	{ "sl_tree_create policy 7", tree_create_policy_7, -EINVAL, 0 },
 	{ "sl_tree_create policy -1", tree_create_policy_minus_1, -EINVAL, 0 },
 	{ "sl_tree_create batch SL_BATCH_MAX + 1", tree_create_batch_max_plus_1, -EINVAL, 0 },

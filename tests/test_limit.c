@@ -45,20 +45,23 @@
 #define LIMIT_TSAN 0
 #endif
 
-#define NPOLICY 3
+#define NPOLICY 4
 #define KIB ((uint64_t)1024)
 
 static enum sl_policy policy_of(int i)
 {
 	static const enum sl_policy p[NPOLICY] = { SL_POLICY_GUARANTEE, SL_POLICY_GATEKEEPER,
-						   SL_POLICY_PROTECTION };
+						   SL_POLICY_PROTECTION, SL_POLICY_REFAULT };
 
 	return p[i % NPOLICY];
 }
 
 static const char *policy_name(enum sl_policy p)
 {
-	return p == SL_POLICY_GUARANTEE ? "guarantee" : p == SL_POLICY_GATEKEEPER ? "gatekeeper" : "protection";
+	return p == SL_POLICY_GUARANTEE	   ? "guarantee"
+	       : p == SL_POLICY_GATEKEEPER ? "gatekeeper"
+	       : p == SL_POLICY_PROTECTION ? "protection"
+					   : "refault";
 }
 
 /* ---- a tenant: a FIFO cache whose callback evicts its oldest items ---- */

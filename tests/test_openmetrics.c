@@ -79,14 +79,14 @@ START_TEST(openmetrics_dump_writes_each_family_once_with_all_its_samples_togethe
 	group_new(group_new(root, "x", SL_UNLIMITED), "y", SL_UNLIMITED);
 	group_new(root, "z", SL_UNLIMITED);
 	out = om_of(root);
-	/* 14 families of 4 groups each, plus the info family's one sample; each
+	/* 15 families of 4 groups each, plus the info family's one sample; each
 	 * family's samples follow its TYPE line before the next TYPE. */
 	for (p = out; (p = strstr(p, "# TYPE ")) != NULL; p++)
 		types++;
 	for (p = out; (p = strstr(p, "{group=\"")) != NULL; p++)
 		samples++;
-	ck_assert_uint_eq(types, 15);
-	ck_assert_uint_eq(samples, 14 * 4);
+	ck_assert_uint_eq(types, 16);
+	ck_assert_uint_eq(samples, 15 * 4);
 	p = strstr(out, "# TYPE softlimit_peak_bytes");
 	ck_assert_ptr_nonnull(p);
 	p = strstr(p, "softlimit_peak_bytes{group=\"/\"}");

@@ -211,8 +211,10 @@ static void *worker(void *arg)
 			atomic_fetch_add(&W.reclaimed_said, sl_reclaim(scope, n, 0));
 			continue;
 		}
-		if (op < 14) { /* the safe point for high */
-			if (sl_high_pending())
+		if (op < 14) { /* the safe point for high; a refault report */
+			if (op == 13 && sl_refault(W.cust[c], n) != 0)
+				bad("refault", -1, c);
+			else if (sl_high_pending())
 				sl_handle_over_high(W.cust[c]);
 			continue;
 		}
@@ -225,7 +227,9 @@ static void *worker(void *arg)
 		}
 		pthread_rwlock_rdlock(&s->life);
 		if (s->g) {
-			if (op < 70)
+			if (op == 30 && sl_refault(s->g, n) != 0)
+				bad("refault", -1, c);
+			else if (op < 70)
 				charge_into(s->g, &s->host, n, op % 7 == 0 ? SL_NORECLAIM : 0);
 			else
 				uncharge_from(s->g, &s->host, n + n / 2);
@@ -366,11 +370,12 @@ static void run_policy(enum sl_policy policy, uint64_t reclaim_batch, double sec
 
 START_TEST(everything_at_once_reconciles_to_zero_under_every_policy)
 {
-	double s = seconds_budget() / 3;
+	double s = seconds_budget() / 4;
 
 	run_policy(SL_POLICY_GUARANTEE, SL_RECLAIM_BATCH_DEFAULT, s);
 	run_policy(SL_POLICY_GATEKEEPER, 0, s);
 	run_policy(SL_POLICY_PROTECTION, 16 * 1024, s);
+	run_policy(SL_POLICY_REFAULT, SL_RECLAIM_BATCH_DEFAULT, s);
 }
 END_TEST
 

@@ -67,7 +67,31 @@ enum sl_policy {
 	SL_POLICY_GUARANTEE = 0,  /* soft limit = a guaranteed minimum (the default) */
 	SL_POLICY_GATEKEEPER = 1, /* a parent over its soft limit opens its whole subtree */
 	SL_POLICY_PROTECTION = 2, /* cgroup v2 memory.low: effective, proportional protection */
+	SL_POLICY_REFAULT = 3,    /* GUARANTEE's promises; the pool above them by refaults   */
 };
+
+/*
+ * SL_POLICY_REFAULT (release 0.2.1) grants exactly what GUARANTEE grants:
+ * min and the soft limit are promises, and pass 2 is GUARANTEE's.  It
+ * changes only who gives first from the memory above soft limits: pass 1
+ * takes from the over-limit group whose evicted memory comes back least
+ * (refaulted units per reclaimed unit, as hosts report them with
+ * sl_refault(), over a window of about the tree's usage in recent
+ * reclaim, older history halved at each window), where GUARANTEE takes
+ * the largest excess first.  A group whose evictions nobody reads again
+ * (a scan, one-hit wonders) gives before one whose evictions are read
+ * back soon; a group with no eviction in its history gives first, so
+ * that it gets one.  Ties go to the larger excess.
+ *
+ * Why a policy and not an option of the three: the order is what the
+ * policies differ in above their grants, and it composes with only one
+ * of them.  GATEKEEPER's open gate and PROTECTION's proportional pass are
+ * rules about how much each eligible group gives, which an order would
+ * override; GUARANTEE's pass 1 is an order (largest excess first), which
+ * this one replaces.  Under the other policies refaults are still
+ * counted (sl_stats.refaulted, the dumps), so an operator can see what
+ * the mode would use before switching to it.
+ */
 
 struct sl_limits {
 	uint64_t min;  /* hard protection: never reclaimed             (default 0)            */
@@ -317,6 +341,31 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
 SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
 
 /**
+ * sl_refault() - report that a read of @g's data missed an item @g's
+ * reclaim callback evicted recently: @count units (the item's charge)
+ * that @g would have kept with that much more memory.  (Release 0.2.1.)
+ *
+ * Hosts find refaults with a bounded "ghost" list per group: the key
+ * hashes (not the values) of what the callback evicted, charged to the
+ * group like any other memory, searched on a miss and dropped on a hit.
+ * How many evictions it remembers decides how far back a refault counts;
+ * give every group's list the same reach (say, as many bytes of evicted
+ * items as the group's soft limit) so that the groups' rates compare.
+ *
+ * Under SL_POLICY_REFAULT the counts order pass 1 (see the policy's
+ * comment above); under every policy they add to sl_stats.refaulted and
+ * the dumps.  Counts are kept with relaxed atomics on @g and each
+ * ancestor: a refault racing with a window's halving may be halved too,
+ * which moves an order, never a limit or a promise.
+ *
+ * Returns 0; -EINVAL for a NULL @g.  An @count of 0 does nothing; counts
+ * saturate instead of wrapping.  Thread-safe and lock-free: any thread,
+ * at any time, inside a reclaim callback too; costs one relaxed atomic
+ * add per level of @g's path.
+ */
+SL_API int sl_refault(sl_group *g, uint64_t count);
+
+/**
  * sl_oom_fn - the tree's OOM handler: called when a charge of @need units
  * still does not fit under @at's max after reclaim.  It may free memory (drop
  * a tenant: uncharge, destroy groups) and returns nonzero to have the charge
@@ -456,7 +505,8 @@ struct sl_stats {
 	uint64_t events_oom;  /* charges that failed for good at max                        */
 	uint64_t reclaimed;   /* units freed from this group by its reclaim callback        */
 	uint64_t headroom;    /* as sl_group_set_headroom() set it                          */
-	uint64_t reserved[7]; /* zeroed by sl_group_stats(); later releases fill it         */
+	uint64_t refaulted;   /* units sl_refault() reported for this group (0.2.1)          */
+	uint64_t reserved[6]; /* zeroed by sl_group_stats(); later releases fill it         */
 };
 
 /**
