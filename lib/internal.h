@@ -139,15 +139,14 @@ static inline uint64_t sl__prot_sum(const sl_atomic64 *sum, uint64_t cap)
 }
 
 /*
- * What a group of any tree keeps of refaults and evictions (refault.c), in
- * its block after the name (sl__refault_of()): decayed subtree sums that
+ * What a group of any tree keeps of refaults (refault.c), in its block
+ * after the name (sl__refault_of()): the subtree's recent count that
  * SL_POLICY_REFAULT orders pass 1 by, and the group's own total for stats.
  */
 struct sl__refault {
-	sl_atomic64 refaults;  /* units refaulted in the subtree, this window and halved history */
-	sl_atomic64 evicted;   /* units its callbacks freed in the subtree, the same way */
-	sl_atomic64 refaulted; /* units sl_refault() reported for g itself, ever (saturating) */
-	sl_atomic32 epoch;     /* the tree's window the two sums were last halved to */
+	sl_atomic64 recent; /* refaults in the subtree: this window, older ones halved each */
+	sl_atomic64 total;  /* what sl_refault() reported for g itself, ever (saturating) */
+	sl_atomic32 epoch;  /* the tree's window the recent count was last halved to */
 };
 
 /*
@@ -164,8 +163,8 @@ struct sl__policy {
 	 * up to the scope; false: the policy floors groups itself (PROTECTION
 	 * by effective min). */
 	bool min_on_path;
-	/* true: pass 1 takes the over-limit group whose evictions refault
-	 * least first (SL_POLICY_REFAULT); false: the largest excess first. */
+	/* true: pass 1 takes the over-limit group with the fewest recent
+	 * refaults first (SL_POLICY_REFAULT); false: the largest excess first. */
 	bool by_refault;
 };
 
@@ -378,8 +377,8 @@ uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
 void sl__counter_wake_background(sl_tree *t);
 void sl__counter_protect(sl_group *g);
 /* refault.c */
-void sl__refault_evicted(sl_group *g, uint64_t units);
-void sl__refault_rank(const sl_group *g, uint64_t *key);
+void sl__refault_evicted(sl_tree *t, uint64_t units);
+uint64_t sl__refault_rank(const sl_group *g);
 
 /* ---- 4: stock.c ---- */
 extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
@@ -459,7 +458,7 @@ uint64_t sl__proportional(struct sl__reclaim *r, sl_group *top, uint64_t amount)
 struct sl__cand {
 	sl_group *g;
 	/* The rank when last looked at, larger first: the excess, or under
-	 * SL_POLICY_REFAULT the refault order (key) then the excess (key2). */
+	 * SL_POLICY_REFAULT the fewest refaults (key) then the excess (key2). */
 	uint64_t key, key2;
 	bool done;    /* dealt with, freed nothing when asked, or not over any more */
 };

@@ -56,8 +56,8 @@ static const struct om_family {
 	  "Charges that failed for good at the group's max." },
 	{ "softlimit_reclaimed_bytes", OM_COUNTER, true, offsetof(struct sl_stats, reclaimed),
 	  "Freed from the group by its reclaim callback." },
-	{ "softlimit_refaulted_bytes", OM_COUNTER, true, offsetof(struct sl_stats, refaulted),
-	  "Reported by the host as read back soon after reclaim evicted it (sl_refault)." },
+	{ "softlimit_refaults", OM_COUNTER, false, offsetof(struct sl_stats, refaults),
+	  "Reads that missed what reclaim evicted from the group lately, as the host reported them." },
 };
 
 struct om_row {

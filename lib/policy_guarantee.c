@@ -6,8 +6,8 @@
  * and only a misconfigured parent (over, with no descendant over) opens all
  * its children, in proportion to their usage above min.
  *
- * SL_POLICY_REFAULT is this policy with another order: least refaulted
- * first (victims.c ranks; refault.c counts).
+ * SL_POLICY_REFAULT is this policy with another order: fewest recent
+ * refaults first (victims.c ranks; refault.c counts).
  */
 #include "internal.h"
 

@@ -189,7 +189,7 @@ uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, ui
 	if (!got)
 		return 0;
 	sl__fetch_add(&g->reclaimed, got, SL_RELAXED);
-	sl__refault_evicted(g, got);
+	sl__refault_evicted(r->t, got);
 	/* Relaxed: a tally for charges at max to see that someone made room. */
 	sl__fetch_add(&r->t->progress, got, SL_RELAXED);
 	/* Once per reclaim per group; relaxed: a number, not a publication. */

@@ -29,7 +29,7 @@ int sl_group_stats(const sl_group *g, struct sl_stats *out)
 	out->events_max = sl__load(&g->events_max, SL_RELAXED);
 	out->events_oom = sl__load(&g->events_oom, SL_RELAXED);
 	out->reclaimed = sl__load(&g->reclaimed, SL_RELAXED);
-	out->refaulted = sl__load(&sl__refault_of(g)->refaulted, SL_RELAXED);
+	out->refaults = sl__load(&sl__refault_of(g)->total, SL_RELAXED);
 	out->headroom = sl__load(&g->headroom, SL_RELAXED);
 	return 0;
 }

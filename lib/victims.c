@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Victims by rank: the candidates that the over-soft index holds inside a
- * reclaim's scope, ranked largest excess first (or, under REFAULT, least
- * refaulted first, then largest excess), and the reclaim that GUARANTEE,
+ * reclaim's scope, ranked largest excess first (or, under REFAULT, fewest
+ * recent refaults first, then largest excess), and the reclaim that GUARANTEE,
  * GATEKEEPER and REFAULT share around their own pass 1: the scope's own
  * charges, the policy's pick of candidates, then pass 2.
  */
@@ -66,7 +66,7 @@ static uint64_t rank(const struct sl__victims *v, struct sl__cand *c)
 	uint64_t e = excess_of(c->g);
 
 	if (v->by_refault) {
-		sl__refault_rank(c->g, &c->key);
+		c->key = sl__refault_rank(c->g);
 		c->key2 = e;
 	} else {
 		c->key = e;

@@ -218,11 +218,11 @@ static int dump_one(sl_group *g, unsigned depth, void *arg)
 	emit(&d->o,
 	     json ? ",\"emin\":%" PRIu64 ",\"esoft\":%" PRIu64 ",\"events\":{\"low\":%" PRIu64
 		    ",\"high\":%" PRIu64 ",\"max\":%" PRIu64 ",\"oom\":%" PRIu64 "},\"reclaimed\":%" PRIu64
-		    ",\"refaulted\":%" PRIu64 "}"
+		    ",\"refaults\":%" PRIu64 "}"
 		  : " emin=%" PRIu64 " esoft=%" PRIu64 " low=%" PRIu64 " high_events=%" PRIu64
-		    " max_events=%" PRIu64 " oom=%" PRIu64 " reclaimed=%" PRIu64 " refaulted=%" PRIu64 "\n",
+		    " max_events=%" PRIu64 " oom=%" PRIu64 " reclaimed=%" PRIu64 " refaults=%" PRIu64 "\n",
 	     st.emin, st.esoft, st.events_low, st.events_high, st.events_max, st.events_oom, st.reclaimed,
-	     st.refaulted);
+	     st.refaults);
 	d->first = false;
 	return 0;
 }

@@ -42,7 +42,7 @@ FAMILIES = {
     "softlimit_max_events": ("counter", "", ("events", "max")),
     "softlimit_oom_events": ("counter", "", ("events", "oom")),
     "softlimit_reclaimed_bytes": ("counter", "bytes", ("reclaimed",)),
-    "softlimit_refaulted_bytes": ("counter", "bytes", ("refaulted",)),
+    "softlimit_refaults": ("counter", "", ("refaults",)),
 }
 
 

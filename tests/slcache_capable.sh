@@ -3,8 +3,8 @@
 #
 # tests/slcache_capable.sh SLCACHE - run libmemcached's `memccapable -a`
 # (27 ascii-protocol checks) against examples/slcache, with accounting (items
-# from per-tenant arenas, and from malloc with --no-arenas) and with
-# --no-accounting.  Exits 77 (skipped) when memccapable is missing and
+# from per-tenant arenas, and from malloc with --no-arenas), with
+# --no-accounting, and under --policy refault (ghosts on).  Exits 77 (skipped) when memccapable is missing and
 # cannot be installed (not root).
 set -euo pipefail
 
@@ -44,8 +44,8 @@ run_capable() {
 	fi
 }
 
-for mode in "" "--no-arenas" "--no-accounting"; do
-	# shellcheck disable=SC2086 # mode is one word or none
+for mode in "" "--no-arenas" "--no-accounting" "--policy refault"; do
+	# shellcheck disable=SC2086 # mode is a few words or none
 	slc_start "$SLCACHE" -m 16 -t 2 --tenant "test:soft=4M" $mode
 	run_capable "${mode:-accounting}"
 	slc_alive

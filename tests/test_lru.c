@@ -412,6 +412,108 @@ START_TEST(usage_equals_the_tenants_bytes_after_any_sequence)
 }
 END_TEST
 
+/* ---- ghosts: refaults of evicted keys ---- */
+
+START_TEST(ghosts_report_refaults_of_evicted_keys_and_are_charged)
+{
+	const size_t vlen = 100;
+	uint64_t item = lru_item_size(2, vlen); /* keys k0..k9 */
+	struct lru_cache *c = NULL, *sh;
+	struct lru_tenant *t, *sh_t;
+	struct sl_tree_opts opts;
+	struct lru_stats s;
+	uint64_t n;
+
+	/* Exact reclaim at max, so that the evictions can be counted. */
+	sl_tree_opts_init(&opts);
+	opts.batch = test_batch(_i);
+	opts.policy = SL_POLICY_REFAULT;
+	opts.reclaim_batch = 0;
+	ck_assert_int_eq(lru_cache_create(&opts, &c), 0);
+	t = tenant_new(c, NULL, "t", 0, 8 * item + 2 * LRU_GHOST_SIZE);
+
+	ck_assert_int_eq(lru_tenant_set_ghosts(NULL, 1), -EINVAL);
+	ck_assert_int_eq(lru_tenant_set_ghosts(t, 3 * item), 0);
+	for (n = 0; n < 10; n++)
+		ck_assert_int_eq(set_n(t, n, 1, vlen), 0);
+	/* k0 and k1 were evicted, and are remembered, each charged. */
+	s = lstats_of(t);
+	ck_assert_uint_eq(s.evictions, 2);
+	ck_assert_uint_eq(s.ghosts, 2);
+	ck_assert_uint_eq(usage_of(lru_tenant_group(t)), s.bytes + 2 * LRU_GHOST_SIZE);
+
+	/* A read of k0 misses: a refault, reported to softlimit. */
+	ck_assert_int_eq(get_n(t, 0, 1, vlen), -ENOENT);
+	s = lstats_of(t);
+	ck_assert_uint_eq(s.misses, 1);
+	ck_assert_uint_eq(s.refaults, 1);
+	ck_assert_uint_eq(s.refault_bytes, item);
+	ck_assert_uint_eq(s.ghosts, 1);
+	ck_assert_uint_eq(stats_of(lru_tenant_group(t)).refaults, 1);
+	/* Once only: the ghost is gone. */
+	ck_assert_int_eq(get_n(t, 0, 1, vlen), -ENOENT);
+	ck_assert_uint_eq(lstats_of(t).refaults, 1);
+
+	/* A store of k1 forgets its ghost (and evicts k2, remembered). */
+	ck_assert_int_eq(set_n(t, 1, 2, vlen), 0);
+	s = lstats_of(t);
+	ck_assert_uint_eq(s.evictions, 3);
+	ck_assert_uint_eq(s.ghosts, 1);
+	ck_assert_int_eq(get_n(t, 1, 2, vlen), 0);
+
+	/* The reach bounds them: 3 items' worth, the oldest forgotten first. */
+	for (n = 10; n < 16; n++)
+		ck_assert_int_eq(set_n(t, n, 1, vlen), 0);
+	s = lstats_of(t);
+	ck_assert_uint_eq(s.ghosts, 3);
+	ck_assert_uint_eq(usage_of(lru_tenant_group(t)), s.bytes + 3 * LRU_GHOST_SIZE);
+	ck_assert_int_eq(lru_tenant_set_ghosts(t, item), 0);
+	ck_assert_uint_eq(lstats_of(t).ghosts, 1);
+	ck_assert_int_eq(lru_tenant_set_ghosts(t, 0), 0);
+	s = lstats_of(t);
+	ck_assert_uint_eq(s.ghosts, 0);
+	ck_assert_uint_eq(usage_of(lru_tenant_group(t)), s.bytes);
+	ck_assert_int_eq(lru_tenant_set_ghosts(t, 3 * item), 0);
+	for (n = 16; n < 20; n++)
+		ck_assert_int_eq(set_n(t, n, 1, vlen), 0);
+	ck_assert_uint_ge(lstats_of(t).ghosts, 1);
+	lru_tenant_clear(t);
+	ck_assert_uint_eq(lstats_of(t).ghosts, 0);
+	ck_assert_uint_eq(usage_of(lru_tenant_group(t)), 0);
+	assert_tree_ok(lru_cache_tree(c));
+	lru_cache_destroy(c);
+
+	ck_assert_int_eq(lru_cache_create_shared(10 * item, &sh), 0);
+	ck_assert_int_eq(lru_tenant_create(sh, NULL, "s", NULL, &sh_t), 0);
+	ck_assert_int_eq(lru_tenant_set_ghosts(sh_t, item), -EOPNOTSUPP);
+	lru_cache_destroy(sh);
+}
+END_TEST
+
+/* Ghosts of a tenant destroyed or a cache destroyed with ghosts held are
+ * given back (ASan and the tree's check see a leak otherwise). */
+START_TEST(ghosts_go_with_their_tenant)
+{
+	const size_t vlen = 200;
+	uint64_t item = lru_item_size(3, vlen);
+	struct lru_cache *c = cache_new(_i, SL_POLICY_REFAULT, 20 * item);
+	struct lru_tenant *a = tenant_new(c, NULL, "a", 0, SL_UNLIMITED);
+	struct lru_tenant *b = tenant_new(c, NULL, "b", 0, SL_UNLIMITED);
+	uint64_t n;
+
+	ck_assert_int_eq(lru_tenant_set_ghosts(a, 10 * item), 0);
+	ck_assert_int_eq(lru_tenant_set_ghosts(b, 10 * item), 0);
+	for (n = 0; n < 60; n++)
+		ck_assert_int_eq(set_n(n % 2 ? a : b, n, 1, vlen), 0);
+	ck_assert_uint_gt(lstats_of(a).ghosts, 0);
+	ck_assert_uint_gt(lstats_of(b).ghosts, 0);
+	ck_assert_int_eq(lru_tenant_destroy(a), 0);
+	ck_assert_uint_eq(usage_of(sl_tree_root(lru_cache_tree(c))), usage_of(lru_tenant_group(b)));
+	assert_tree_ok(lru_cache_tree(c));
+	lru_cache_destroy(c);
+}
+END_TEST
+
 /* ---- tenants ---- */
 
 START_TEST(tenants_nest_and_destroying_one_returns_its_bytes)
@@ -630,6 +732,11 @@ static Suite *lru_suite(void)
 	tc = tcase_create("exactness");
 	tcase_add_loop_test(tc, usage_equals_the_tenants_bytes_after_any_sequence, 0, SL_TEST_NBATCH);
 	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ghosts");
+	tcase_add_loop_test(tc, ghosts_report_refaults_of_evicted_keys_and_are_charged, 0, SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, ghosts_go_with_their_tenant, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("tenants");

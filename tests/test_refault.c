@@ -2,7 +2,7 @@
 /*
  * sl_refault() and SL_POLICY_REFAULT: refault reports are counted (stats,
  * every policy), and under REFAULT pass 1 takes from the over-limit group
- * whose evictions came back least, never below a soft limit or min, while
+ * with the fewest recent refaults, never below a soft limit or min, while
  * GUARANTEE on the same tree takes the largest excess first.
  *
  * Every group has a host that frees exactly what it is asked, as far as it
@@ -71,8 +71,8 @@ static void host_charge(struct host *h, uint64_t n)
 	h->held += n;
 }
 
-/* Give h an eviction history of `evict` units, of which `back` come back
- * as refaults, and charge the evicted units again. */
+/* Evict `evict` units of h, report `back` refaults, and charge the
+ * evicted units again. */
 static void history(struct host *h, uint64_t evict, uint64_t back)
 {
 	ck_assert_uint_eq(sl_reclaim(h->g, evict, 0), evict);
@@ -99,17 +99,17 @@ START_TEST(refault_reports_are_counted_and_bad_input_refused)
 	host_new(&b, a.g, "b", 0, 0);
 	ck_assert_int_eq(sl_refault(NULL, 1), -EINVAL);
 	ck_assert_int_eq(sl_refault(b.g, 0), 0);
-	ck_assert_uint_eq(stats_of(b.g).refaulted, 0);
+	ck_assert_uint_eq(stats_of(b.g).refaults, 0);
 	ck_assert_int_eq(sl_refault(b.g, 100), 0);
 	ck_assert_int_eq(sl_refault(b.g, 23), 0);
-	ck_assert_uint_eq(stats_of(b.g).refaulted, 123);
+	ck_assert_uint_eq(stats_of(b.g).refaults, 123);
 	/* A group's own reports only: the parent's count is its own. */
-	ck_assert_uint_eq(stats_of(a.g).refaulted, 0);
+	ck_assert_uint_eq(stats_of(a.g).refaults, 0);
 	/* Saturates instead of wrapping. */
 	ck_assert_int_eq(sl_refault(a.g, UINT64_MAX), 0);
 	ck_assert_int_eq(sl_refault(a.g, UINT64_MAX), 0);
 	ck_assert_int_eq(sl_group_stats(a.g, &st), 0);
-	ck_assert_uint_eq(st.refaulted, UINT64_MAX);
+	ck_assert_uint_eq(st.refaults, UINT64_MAX);
 	for (unsigned k = 0; k < sizeof(st.reserved) / sizeof(st.reserved[0]); k++)
 		ck_assert_uint_eq(st.reserved[k], 0);
 	/* Refaults move no usage. */
@@ -131,8 +131,8 @@ START_TEST(refault_tree_is_created_and_reports_its_policy)
 END_TEST
 
 /*
- * a (soft 100) holds 300, b (soft 100) holds 200; a's last evictions all
- * came back, b's never did.  A reclaim of 60 from the root: REFAULT takes
+ * a (soft 100) holds 300, b (soft 100) holds 200; a's last evictions came
+ * back (50 refaults), b's never did.  A reclaim of 60 from the root: REFAULT takes
  * it from b, GUARANTEE from a (the larger excess).
  */
 static void two_tenants(enum sl_policy policy, int i, uint64_t target, uint64_t want_a, uint64_t want_b)
@@ -157,7 +157,7 @@ static void two_tenants(enum sl_policy policy, int i, uint64_t target, uint64_t 
 	sl_tree_destroy(t);
 }
 
-START_TEST(refault_takes_first_from_the_group_whose_evictions_came_back_least)
+START_TEST(refault_takes_first_from_the_group_with_the_fewest_refaults)
 {
 	two_tenants(SL_POLICY_REFAULT, _i, 60, 300, 140);
 }
@@ -195,7 +195,7 @@ START_TEST(refault_pass_two_keeps_min)
 }
 END_TEST
 
-START_TEST(refault_a_group_without_evictions_gives_first_and_ties_go_to_the_larger_excess)
+START_TEST(refault_fewest_refaults_give_first_and_ties_go_to_the_larger_excess)
 {
 	sl_tree *t = policy_tree(SL_POLICY_REFAULT, _i, 2000);
 	struct host a, b, c;
@@ -206,16 +206,18 @@ START_TEST(refault_a_group_without_evictions_gives_first_and_ties_go_to_the_larg
 	host_charge(&a, 400);
 	host_charge(&b, 150);
 	host_charge(&c, 200);
-	/* a: evictions that never came back (the lowest ratio, 0).  b and c:
-	 * no history; both rank above a, c first (the larger excess). */
-	history(&a, 50, 0);
+	/* c has refaults; a and b none: a first (the larger excess). */
+	ck_assert_int_eq(sl_refault(c.g, 5), 0);
 	ck_assert_uint_eq(sl_reclaim(sl_tree_root(t), 30, 0), 30);
-	ck_assert_uint_eq(usage_of(a.g), 400);
+	ck_assert_uint_eq(usage_of(a.g), 370);
 	ck_assert_uint_eq(usage_of(b.g), 150);
-	ck_assert_uint_eq(usage_of(c.g), 170);
-	/* c has a history now (ratio 0, like a); b still has none. */
+	ck_assert_uint_eq(usage_of(c.g), 200);
+	/* a has more refaults than b now: b gives, c still last. */
+	ck_assert_int_eq(sl_refault(a.g, 1), 0);
 	ck_assert_uint_eq(sl_reclaim(sl_tree_root(t), 20, 0), 20);
+	ck_assert_uint_eq(usage_of(a.g), 370);
 	ck_assert_uint_eq(usage_of(b.g), 130);
+	ck_assert_uint_eq(usage_of(c.g), 200);
 	host_drop(&a);
 	host_drop(&b);
 	host_drop(&c);
@@ -224,8 +226,43 @@ START_TEST(refault_a_group_without_evictions_gives_first_and_ties_go_to_the_larg
 }
 END_TEST
 
+/*
+ * Old refaults fade: each window of reclaim as large as the tree halves
+ * every count, so after ten windows a's 8 old refaults count for less than
+ * b's one new one.  Without the halving, b would give first.
+ */
+START_TEST(refault_counts_halve_with_each_window_of_reclaim)
+{
+	sl_tree *t = policy_tree(SL_POLICY_REFAULT, _i, 2000);
+	struct host a, b, z;
+	int w;
+
+	host_new(&a, sl_tree_root(t), "a", 100, 0);
+	host_new(&b, sl_tree_root(t), "b", 100, 0);
+	host_new(&z, sl_tree_root(t), "z", 0, 0);
+	host_charge(&a, 300);
+	host_charge(&b, 200);
+	ck_assert_int_eq(sl_refault(a.g, 8), 0);
+	for (w = 0; w < 10; w++) {
+		host_charge(&z, 600);
+		ck_assert_uint_eq(sl_reclaim(z.g, 600, 0), 600);
+	}
+	ck_assert_int_eq(sl_refault(b.g, 1), 0);
+	ck_assert_uint_eq(sl_reclaim(sl_tree_root(t), 40, 0), 40);
+	ck_assert_uint_eq(usage_of(a.g), 260);
+	ck_assert_uint_eq(usage_of(b.g), 200);
+	/* Totals do not fade. */
+	ck_assert_uint_eq(stats_of(a.g).refaults, 8);
+	host_drop(&a);
+	host_drop(&b);
+	host_drop(&z);
+	assert_tree_ok(t);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* Subtree sums: a parent's rank is its subtree's, so the parent whose
- * children's evictions came back gives last. */
+ * children refault most gives last. */
 START_TEST(refault_ranks_parents_by_their_subtrees)
 {
 	sl_tree *t = policy_tree(SL_POLICY_REFAULT, _i, 5000);
@@ -254,9 +291,9 @@ START_TEST(refault_ranks_parents_by_their_subtrees)
 }
 END_TEST
 
-/* A charge at max under REFAULT reclaims from the group that refaults
- * least, like sl_reclaim(). */
-START_TEST(refault_charge_at_max_takes_from_the_least_refaulted)
+/* A charge at max under REFAULT reclaims from the group with the fewest
+ * refaults, like sl_reclaim(). */
+START_TEST(refault_charge_at_max_takes_from_the_fewest_refaults)
 {
 	sl_tree *t = policy_tree(SL_POLICY_REFAULT, _i, 600);
 	struct host a, b, c;
@@ -268,8 +305,7 @@ START_TEST(refault_charge_at_max_takes_from_the_least_refaulted)
 	host_charge(&b, 200);
 	history(&a, 50, 50);
 	history(&b, 50, 0);
-	/* c is a fresh group charging at max: it is reclaimed from c's own
-	 * charges first (none), then pass 1: b. */
+	/* c charges at max: c's own charges first (none), then pass 1: b. */
 	ck_assert_int_eq(sl_charge(c.g, 150, 0), 0);
 	c.held = 150;
 	ck_assert_uint_eq(usage_of(a.g), 300);
@@ -290,16 +326,17 @@ int main(void)
 
 	tcase_add_loop_test(tc, refault_reports_are_counted_and_bad_input_refused, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, refault_tree_is_created_and_reports_its_policy, 0, SL_TEST_NBATCH);
-	tcase_add_loop_test(tc, refault_takes_first_from_the_group_whose_evictions_came_back_least, 0,
+	tcase_add_loop_test(tc, refault_takes_first_from_the_group_with_the_fewest_refaults, 0,
 			    SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, guarantee_on_the_same_tree_takes_the_largest_excess, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, refault_pass_one_stops_at_soft_limits_then_goes_on_to_the_next, 0,
 			    SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, refault_pass_two_keeps_min, 0, SL_TEST_NBATCH);
-	tcase_add_loop_test(tc, refault_a_group_without_evictions_gives_first_and_ties_go_to_the_larger_excess, 0,
+	tcase_add_loop_test(tc, refault_fewest_refaults_give_first_and_ties_go_to_the_larger_excess, 0,
 			    SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, refault_counts_halve_with_each_window_of_reclaim, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, refault_ranks_parents_by_their_subtrees, 0, SL_TEST_NBATCH);
-	tcase_add_loop_test(tc, refault_charge_at_max_takes_from_the_least_refaulted, 0, SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, refault_charge_at_max_takes_from_the_fewest_refaults, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

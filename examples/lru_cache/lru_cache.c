@@ -45,6 +45,24 @@ struct lru_list {
 	struct lru_item *head, *tail;
 };
 
+/* What eviction took lately: the key's hash, the item's charge, and its
+ * metadata (so that a key that would have expired is no refault). */
+struct lru_ghost {
+	struct lru_ghost *hnext;          /* the ghost table's chain          */
+	struct lru_ghost *newer, *older;  /* the ghost FIFO                   */
+	uint64_t hash;
+	uint64_t size;
+	struct lru_meta meta;
+};
+
+struct ghosts {
+	struct lru_ghost **buckets;       /* nbuckets is a power of two (or 0) */
+	size_t nbuckets, count;
+	struct lru_ghost *newest, *oldest;
+	uint64_t reach;                   /* remember up to this many evicted bytes; 0 = off */
+	uint64_t remembered;              /* sum of the ghosts' sizes          */
+};
+
 struct lru_tenant {
 	struct lru_cache *cache;
 	struct lru_tenant *parent;
@@ -61,6 +79,7 @@ struct lru_tenant {
 	struct lru_item **buckets; /* under *lock; nbuckets is a power of two      */
 	size_t nbuckets;
 	struct lru_stats st;    /* under *lock                                      */
+	struct ghosts ghosts;   /* under *lock; accounted mode only                 */
 };
 
 struct lru_cache {
@@ -125,6 +144,139 @@ static uint64_t item_charged(const struct lru_tenant *t, const struct lru_item *
 	if (t->cache->hooks.charged)
 		return t->cache->hooks.charged(t->cache->hooks_ctx, it, (size_t)size);
 	return size;
+}
+
+/* ---- ghosts (callers hold the tenant's lock) ----
+ *
+ * A ghost costs its tenant LRU_GHOST_SIZE bytes, charged like an item.  The
+ * charge is SL_NORECLAIM: ghosts are made inside the reclaim callback,
+ * where charges never reclaim, and a ghost that does not fit is not kept.
+ */
+
+static struct lru_ghost **ghost_find(struct ghosts *gh, uint64_t hash)
+{
+	struct lru_ghost **pp;
+
+	if (!gh->nbuckets)
+		return NULL;
+	for (pp = &gh->buckets[hash & (gh->nbuckets - 1)]; *pp; pp = &(*pp)->hnext)
+		if ((*pp)->hash == hash)
+			return pp;
+	return NULL;
+}
+
+/* Unlink and free the ghost at *pp, giving its charge back. */
+static void ghost_drop(struct lru_tenant *t, struct lru_ghost **pp)
+{
+	struct ghosts *gh = &t->ghosts;
+	struct lru_ghost *g = *pp;
+
+	*pp = g->hnext;
+	if (g->newer)
+		g->newer->older = g->older;
+	else
+		gh->newest = g->older;
+	if (g->older)
+		g->older->newer = g->newer;
+	else
+		gh->oldest = g->newer;
+	gh->count--;
+	gh->remembered -= g->size;
+	free(g);
+	sl_uncharge(t->group, LRU_GHOST_SIZE);
+}
+
+static void ghost_drop_oldest(struct lru_tenant *t)
+{
+	struct ghosts *gh = &t->ghosts;
+
+	ghost_drop(t, ghost_find(gh, gh->oldest->hash));
+}
+
+/* Room for one more chain entry per bucket on average; on no memory the
+ * chains just grow. */
+static void ghost_grow(struct ghosts *gh)
+{
+	size_t n = gh->nbuckets ? 2 * gh->nbuckets : 64, i;
+	struct lru_ghost **b;
+
+	if (gh->count < gh->nbuckets || n > SIZE_MAX / sizeof(*b) || !(b = calloc(n, sizeof(*b))))
+		return;
+	for (i = 0; i < gh->nbuckets; i++) {
+		struct lru_ghost *g, *next;
+
+		for (g = gh->buckets[i]; g; g = next) {
+			next = g->hnext;
+			g->hnext = b[g->hash & (n - 1)];
+			b[g->hash & (n - 1)] = g;
+		}
+	}
+	free(gh->buckets);
+	gh->buckets = b;
+	gh->nbuckets = n;
+}
+
+/* Remember @g (its hash and size set; malloc'd) as evicted, or free it. */
+static void ghost_add(struct lru_tenant *t, struct lru_ghost *g)
+{
+	struct ghosts *gh = &t->ghosts;
+	struct lru_ghost **pp;
+	uint64_t hash = g->hash;
+
+	if (!gh->reach || g->size > gh->reach) {
+		free(g);
+		return;
+	}
+	if ((pp = ghost_find(gh, hash)) != NULL)
+		ghost_drop(t, pp);
+	ghost_grow(gh);
+	if (!gh->nbuckets || sl_charge(t->group, LRU_GHOST_SIZE, SL_NORECLAIM) != 0) {
+		free(g);
+		return;
+	}
+	g->hnext = gh->buckets[hash & (gh->nbuckets - 1)];
+	gh->buckets[hash & (gh->nbuckets - 1)] = g;
+	g->newer = NULL;
+	g->older = gh->newest;
+	if (gh->newest)
+		gh->newest->newer = g;
+	else
+		gh->oldest = g;
+	gh->newest = g;
+	gh->count++;
+	gh->remembered += g->size;
+	while (gh->remembered > gh->reach)
+		ghost_drop_oldest(t);
+}
+
+/* A read missed @hash: if it was evicted lately and would still be live
+ * for the host, forget the ghost and return its size (a refault), else 0
+ * (a ghost that would have expired is forgotten too). */
+static uint64_t ghost_take(struct lru_tenant *t, uint64_t hash)
+{
+	struct lru_ghost **pp = ghost_find(&t->ghosts, hash);
+	const struct lru_hooks *h = &t->cache->hooks;
+	uint64_t size;
+
+	if (!pp)
+		return 0;
+	size = h->live && !h->live(t->cache->hooks_ctx, &(*pp)->meta) ? 0 : (*pp)->size;
+	ghost_drop(t, pp);
+	return size;
+}
+
+static void ghosts_trim(struct lru_tenant *t, uint64_t reach)
+{
+	struct ghosts *gh = &t->ghosts;
+
+	gh->reach = reach;
+	while (gh->oldest && gh->remembered > reach)
+		ghost_drop_oldest(t);
+	if (!gh->count) {
+		free(gh->buckets);
+		gh->buckets = NULL;
+		gh->nbuckets = 0;
+	}
 }
 
 /* ---- items, hash tables and LRU lists (callers hold the tenant's lock) ---- */
@@ -312,20 +464,47 @@ static void dead_release(struct lru_tenant *t, struct lru_item *dead)
 uint64_t lru_tenant_evict(struct lru_tenant *t, uint64_t target)
 {
 	struct lru_item *victims = NULL, *it;
+	struct lru_ghost *ghosts = NULL, *g;
 	uint64_t freed = 0;
 
 	if (!t)
 		return 0;
 	pthread_mutex_lock(t->lock);
 	while (freed < target && (it = t->lru->tail) != NULL) {
+		uint64_t charged = item_charged(t, it, item_size(it));
+
 		item_unlink(it, NULL);
 		t->st.evictions++;
-		freed += item_charged(t, it, item_size(it));
+		freed += charged;
+		if (t->ghosts.reach && (g = malloc(sizeof(*g))) != NULL) {
+			g->hash = it->hash;
+			g->size = charged;
+			g->meta = it->meta;
+			g->hnext = ghosts;
+			ghosts = g;
+		}
 		it->hnext = victims;
 		victims = it;
 	}
 	pthread_mutex_unlock(t->lock);
 	items_release(t, victims);
+	/* The ghosts are charged once the items are not: at max they fit in
+	 * the room their items left.  Oldest eviction first. */
+	if (ghosts) {
+		struct lru_ghost *rev = NULL;
+
+		while ((g = ghosts) != NULL) {
+			ghosts = g->hnext;
+			g->hnext = rev;
+			rev = g;
+		}
+		pthread_mutex_lock(t->lock);
+		while ((g = rev) != NULL) {
+			rev = g->hnext;
+			ghost_add(t, g);
+		}
+		pthread_mutex_unlock(t->lock);
+	}
 	return freed;
 }
 
@@ -403,6 +582,10 @@ static void tenant_free_items(struct lru_tenant *t)
 			item_free(t->group ? t : NULL, it, item_size(it));
 		}
 	}
+	while (t->ghosts.oldest)
+		ghost_drop_oldest(t);
+	free(t->ghosts.buckets);
+	t->ghosts.buckets = NULL;
 	if (t->group && t->cache->hooks.group_destroy)
 		t->cache->hooks.group_destroy(t->cache->hooks_ctx, t, t->data);
 }
@@ -551,6 +734,8 @@ void lru_tenant_clear(struct lru_tenant *t)
 			chain = it;
 		}
 	}
+	while (t->ghosts.oldest)
+		ghost_drop_oldest(t);
 	pthread_mutex_unlock(t->lock);
 	dead_release(t, chain);
 }
@@ -616,6 +801,19 @@ int lru_tenant_stats(struct lru_tenant *t, struct lru_stats *out)
 		return -EINVAL;
 	pthread_mutex_lock(t->lock);
 	*out = t->st;
+	out->ghosts = t->ghosts.count;
+	pthread_mutex_unlock(t->lock);
+	return 0;
+}
+
+int lru_tenant_set_ghosts(struct lru_tenant *t, uint64_t reach)
+{
+	if (!t)
+		return -EINVAL;
+	if (!t->group)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(t->lock);
+	ghosts_trim(t, reach);
 	pthread_mutex_unlock(t->lock);
 	return 0;
 }
@@ -689,8 +887,13 @@ int lru_store(struct lru_tenant *t, const void *key, size_t keylen, const void *
 		err = -EEXIST;
 	}
 	if (!err) {
+		struct lru_ghost **gp;
+
 		if (old)
 			item_unlink(old, pp);
+		/* Back by a write, not a read: no refault to wait for. */
+		if (t->ghosts.count && (gp = ghost_find(&t->ghosts, it->hash)) != NULL)
+			ghost_drop(t, gp);
 		if (!t->group)
 			victims = shared_make_room(t->cache, size);
 		/* Relaxed: a unique number is all it is; the lock orders the item. */
@@ -726,12 +929,14 @@ int lru_visit(struct lru_tenant *t, const void *key, size_t keylen, unsigned fla
 	      lru_visit_fn fn, void *arg)
 {
 	struct lru_item *it, *dead = NULL;
+	uint64_t hash, refault = 0;
 	int err = 0;
 
 	if (!t || !key_ok(key, keylen) || !fn)
 		return -EINVAL;
+	hash = hash_key(key, keylen);
 	pthread_mutex_lock(t->lock);
-	it = *find_live(t, hash_key(key, keylen), key, keylen, &dead);
+	it = *find_live(t, hash, key, keylen, &dead);
 	if (it) {
 		uint64_t cas = it->meta.cas;
 
@@ -742,12 +947,20 @@ int lru_visit(struct lru_tenant *t, const void *key, size_t keylen, unsigned fla
 		if (!(flags & LRU_VISIT_NOSTATS))
 			t->st.hits++;
 	} else {
-		if (!(flags & LRU_VISIT_NOSTATS))
+		if (!(flags & LRU_VISIT_NOSTATS)) {
 			t->st.misses++;
+			if (t->ghosts.count && (refault = ghost_take(t, hash)) != 0) {
+				t->st.refaults++;
+				t->st.refault_bytes += refault;
+			}
+		}
 		err = -ENOENT;
 	}
 	pthread_mutex_unlock(t->lock);
 	dead_release(t, dead);
+	/* Out of the lock: the library counts it up the tenant's path. */
+	if (refault)
+		sl_refault(t->group, 1);
 	return err;
 }
 

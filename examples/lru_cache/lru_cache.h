@@ -52,7 +52,14 @@ struct lru_stats {
 	uint64_t sets;      /* lru_set() calls that stored their item                 */
 	uint64_t set_fails; /* lru_set() calls that failed with -ENOMEM               */
 	uint64_t evictions; /* items evicted (by reclaim, or by the shared LRU)       */
+	uint64_t refaults;  /* counted misses of keys a ghost remembered (refaults)   */
+	uint64_t refault_bytes; /* the evicted charges of those keys                 */
+	uint64_t ghosts;    /* ghosts kept now (each charged LRU_GHOST_SIZE)          */
 };
+
+/** What one ghost (an evicted key remembered) is charged to its tenant:
+ * its 80 bytes and an allocator's header. */
+#define LRU_GHOST_SIZE 96
 
 /**
  * struct lru_meta - what an item carries besides its key and value, for
@@ -194,7 +201,29 @@ void *lru_tenant_data(struct lru_tenant *t);
 uint64_t lru_tenant_evict(struct lru_tenant *t, uint64_t target);
 
 /**
- * lru_tenant_clear() - drop every item of @t (not counted as evictions).
+ * lru_tenant_set_ghosts() - remember what reclaim evicts from @t, for
+ * refault reports: a "ghost" (the key's hash, the item's charge and its
+ * lru_meta; no value) per evicted item, the newest first, while their
+ * charges sum to at most @reach bytes (0, the default: none; a lower
+ * @reach forgets the oldest at once).  A counted miss (lru_get(),
+ * lru_visit() without LRU_VISIT_NOSTATS) of a remembered key is a refault
+ * unless lru_hooks.live says its remembered item would be dead by now
+ * (expired): the ghost is dropped, the tenant's refaults and
+ * refault_bytes grow, and the cache calls sl_refault(group, 1) (which
+ * SL_POLICY_REFAULT ranks reclaim by).  A store of the key drops its
+ * ghost.  Each ghost is charged
+ * LRU_GHOST_SIZE bytes to @t's group with SL_NORECLAIM, like an item;
+ * one that does not fit is not kept.  Give every tenant the same @reach so
+ * that their refault rates compare.
+ *
+ * Errors: -EINVAL for a NULL @t; -EOPNOTSUPP in shared mode (nothing to
+ * report to).  Thread-safe.
+ */
+int lru_tenant_set_ghosts(struct lru_tenant *t, uint64_t reach);
+
+/**
+ * lru_tenant_clear() - drop every item and ghost of @t (not counted as
+ * evictions).
  * NULL is ignored.  Thread-safe.
  */
 void lru_tenant_clear(struct lru_tenant *t);

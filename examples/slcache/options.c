@@ -31,11 +31,15 @@ time_t started;
 
 /* --conn-memory as a percentage of -m (applied once -m is known). */
 static unsigned conn_memory_pct = 25;
+/* --ghosts given (else its default follows --policy). */
+static bool ghosts_set;
 
 const char *policy_name(enum sl_policy p)
 {
 	return p == SL_POLICY_GATEKEEPER ? "gatekeeper" :
-	       p == SL_POLICY_PROTECTION ? "protection" : "guarantee";
+	       p == SL_POLICY_PROTECTION ? "protection" :
+	       p == SL_POLICY_REFAULT	 ? "refault"
+					 : "guarantee";
 }
 
 void logv(const char *fmt, ...)
@@ -54,7 +58,8 @@ void logv(const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: slcache [-l ADDR] [-p PORT] [-m MEGABYTES] [--policy guarantee|gatekeeper|protection]\n"
+		"usage: slcache [-l ADDR] [-p PORT] [-m MEGABYTES]\n"
+		"               [--policy guarantee|gatekeeper|protection|refault] [--ghosts SIZE]\n"
 		"               [--tenant NAME[:min=SIZE][:soft=SIZE][:high=SIZE][:max=SIZE]]...\n"
 		"               [--no-accounting | --no-arenas] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]\n"
 		"               [--max-tenants N] [--headroom PERCENT] [--metrics-port PORT]\n"
@@ -62,7 +67,12 @@ static void usage(FILE *f)
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
 		"  -m MEGABYTES     the whole server's memory budget, the root's max (default 64)\n"
-		"  --policy P       soft-limit policy of the tree (default guarantee)\n"
+		"  --policy P       soft-limit policy of the tree (default guarantee); refault:\n"
+		"                   the memory above soft limits goes to the tenants whose\n"
+		"                   evicted keys are read again most (ghosts on)\n"
+		"  --ghosts SIZE    each tenant remembers the keys of the last SIZE bytes it\n"
+		"                   had evicted, to count refaults (default -m/16 with\n"
+		"                   --policy refault, else 0: off)\n"
 		"  --tenant SPEC    declare a tenant (key prefix before ':') with limits; SIZE takes\n"
 		"                   K, M, G suffixes or a percentage of -m (soft=40%%)\n"
 		"  --no-accounting  one shared LRU of -m bytes, no softlimit (the baseline)\n"
@@ -249,8 +259,14 @@ void options_parse(int argc, char **argv)
 				opt.policy = SL_POLICY_GATEKEEPER;
 			else if (strcmp(v, "protection") == 0)
 				opt.policy = SL_POLICY_PROTECTION;
+			else if (strcmp(v, "refault") == 0)
+				opt.policy = SL_POLICY_REFAULT;
 			else
-				die_usage("--policy must be guarantee, gatekeeper or protection, not '%s'", v);
+				die_usage("--policy must be guarantee, gatekeeper, protection or refault, not '%s'", v);
+		} else if (strcmp(a, "--ghosts") == 0) {
+			if (parse_size(v, &opt.ghosts) != 0)
+				die_usage("--ghosts takes a size, not '%s'", v);
+			ghosts_set = true;
 		} else if (strcmp(a, "--tenant") == 0) {
 			parse_tenant(v);
 		} else if (strcmp(a, "-t") == 0) {
@@ -274,6 +290,10 @@ void options_parse(int argc, char **argv)
 	}
 	if (opt.conn_memory == 0)
 		opt.conn_memory = opt.max_bytes / 100 * conn_memory_pct;
+	if (!ghosts_set)
+		opt.ghosts = opt.policy == SL_POLICY_REFAULT ? opt.max_bytes / 16 : 0;
+	if (opt.ghosts && !opt.accounting)
+		die_usage("--ghosts reports refaults to softlimit: it does not go with --no-accounting");
 	if (!opt.accounting && !opt.arenas)
 		die_usage("--no-arenas keeps the accounting: it does not go with --no-accounting");
 	for (i = 0; i < (int)opt.nr_tenants; i++) {

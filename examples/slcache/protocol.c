@@ -526,10 +526,10 @@ static void emit_tenant(void *arg, const char *name, const struct tenant_stats *
 	struct conn *c = arg;
 	static const char *const names[] = { "usage", "soft", "max", "items", "bytes",
 					     "evictions", "hits", "misses", "events_low",
-					     "events_high", "events_max", "events_oom" };
+					     "events_high", "events_max", "events_oom", "refaults" };
 	const uint64_t v[] = { st->usage, st->soft, st->max, st->items, st->bytes,
 			       st->evictions, st->hits, st->misses, st->events_low,
-			       st->events_high, st->events_max, st->events_oom };
+			       st->events_high, st->events_max, st->events_oom, st->refaults };
 	size_t i;
 
 	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
@@ -608,6 +608,7 @@ static void stats_general(struct conn *c)
 	stat_u64(c, "curr_items", tot.items);
 	stat_u64(c, "total_items", NS(total_items));
 	stat_u64(c, "evictions", tot.evictions);
+	stat_u64(c, "refaults", tot.refaults);
 	stat_u64(c, "oom_errors", NS(oom_errors));
 	stat_u64(c, "conn_stalled_closed", NS(stalled_closed));
 	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());

@@ -42,6 +42,7 @@ struct options {
 	unsigned stall_timeout;   /* --stall-timeout: seconds; 0, never           */
 	uint64_t max_bytes;
 	enum sl_policy policy;
+	uint64_t ghosts;          /* --ghosts: each tenant's ghost reach in bytes; 0, none */
 	bool accounting;
 	bool arenas;
 	unsigned threads;

@@ -233,6 +233,9 @@ static int tenant_create(const char *name, size_t len, const struct sl_limits *l
 	err = lru_tenant_create(tn.cache, NULL, buf, lim, &t);
 	if (err)
 		return err;
+	/* Refaults for --policy refault: every tenant reaches as far back. */
+	if (opt.ghosts && lru_tenant_group(t))
+		lru_tenant_set_ghosts(t, opt.ghosts);
 	headroom_apply(lru_tenant_group(t));
 	slot_lookup(name, len, &slot);
 	tn.tenants[n] = t;
@@ -462,6 +465,7 @@ static void tenant_snapshot(struct lru_tenant *t, struct tenant_stats *st)
 		st->hits = ls.hits;
 		st->misses = ls.misses;
 		st->evictions = ls.evictions;
+		st->refaults = ls.refaults;
 	}
 	if (g) {
 		struct sl_stats gs;
@@ -508,6 +512,7 @@ void tenants_totals(struct tenant_stats *out)
 		out->hits += st.hits;
 		out->misses += st.misses;
 		out->evictions += st.evictions;
+		out->refaults += st.refaults;
 		out->usage += st.usage;
 	}
 	out->max = tenants_budget();

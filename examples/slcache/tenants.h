@@ -16,6 +16,7 @@
 struct tenant_stats {
 	uint64_t items, bytes; /* bytes: sum of lru_item_size() of the items     */
 	uint64_t hits, misses, evictions;
+	uint64_t refaults; /* misses of keys evicted lately (--ghosts)       */
 	uint64_t usage, soft, max; /* the group's (accounting mode)                */
 	uint64_t events_low, events_high, events_max, events_oom;
 };

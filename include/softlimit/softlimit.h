@@ -67,21 +67,25 @@ enum sl_policy {
 	SL_POLICY_GUARANTEE = 0,  /* soft limit = a guaranteed minimum (the default) */
 	SL_POLICY_GATEKEEPER = 1, /* a parent over its soft limit opens its whole subtree */
 	SL_POLICY_PROTECTION = 2, /* cgroup v2 memory.low: effective, proportional protection */
-	SL_POLICY_REFAULT = 3,    /* GUARANTEE's promises; the pool above them by refaults   */
+	SL_POLICY_REFAULT = 3,    /* GUARANTEE's promises; above them, fewest refaults first */
 };
 
 /*
  * SL_POLICY_REFAULT (release 0.2.1) grants exactly what GUARANTEE grants:
  * min and the soft limit are promises, and pass 2 is GUARANTEE's.  It
  * changes only who gives first from the memory above soft limits: pass 1
- * takes from the over-limit group whose evicted memory comes back least
- * (refaulted units per reclaimed unit, as hosts report them with
- * sl_refault(), over a window of about the tree's usage in recent
- * reclaim, older history halved at each window), where GUARANTEE takes
- * the largest excess first.  A group whose evictions nobody reads again
- * (a scan, one-hit wonders) gives before one whose evictions are read
- * back soon; a group with no eviction in its history gives first, so
- * that it gets one.  Ties go to the larger excess.
+ * takes from the over-limit group with the fewest recent refaults (reads
+ * that missed what reclaim took from it lately, as hosts report them with
+ * sl_refault()), where GUARANTEE takes the largest excess first; ties, a
+ * tree without reports among them, go to the larger excess.  When every
+ * group's ghost list reaches equally far back (see sl_refault()), a
+ * group's refaults are the hits that much more memory would have given
+ * it: the fewest is the lowest marginal hit value (Memshare's shadow
+ * queues, the kernel's workingset refaults).  "Recent" is a window of
+ * about the tree's usage in reclaim: each window ended halves older
+ * counts, so time runs with reclaim and a quiet tree keeps its order.
+ * A group that reports nothing gives first; a host that reports for some
+ * groups only protects those.
  *
  * Why a policy and not an option of the three: the order is what the
  * policies differ in above their grants, and it composes with only one
@@ -89,7 +93,7 @@ enum sl_policy {
  * rules about how much each eligible group gives, which an order would
  * override; GUARANTEE's pass 1 is an order (largest excess first), which
  * this one replaces.  Under the other policies refaults are still
- * counted (sl_stats.refaulted, the dumps), so an operator can see what
+ * counted (sl_stats.refaults, the dumps), so an operator can see what
  * the mode would use before switching to it.
  */
 
@@ -341,21 +345,24 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
 SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
 
 /**
- * sl_refault() - report that a read of @g's data missed an item @g's
- * reclaim callback evicted recently: @count units (the item's charge)
- * that @g would have kept with that much more memory.  (Release 0.2.1.)
+ * sl_refault() - report @count refaults of @g: reads that missed items
+ * @g's reclaim callback evicted lately, which more memory would have
+ * kept.  (Release 0.2.1.)
  *
- * Hosts find refaults with a bounded "ghost" list per group: the key
- * hashes (not the values) of what the callback evicted, charged to the
- * group like any other memory, searched on a miss and dropped on a hit.
- * How many evictions it remembers decides how far back a refault counts;
- * give every group's list the same reach (say, as many bytes of evicted
- * items as the group's soft limit) so that the groups' rates compare.
+ * Hosts find refaults with a bounded "ghost" list per group: the keys
+ * (hashes, not values) of what the callback evicted, charged to the group
+ * like any other memory, searched on a read miss and dropped on a hit or
+ * a store, skipping keys that would have expired anyway.  How far back a
+ * list reaches decides what a refault means: give every group's list the
+ * same reach in units (say, the tree's max over the number of groups), so
+ * that their counts compare as hits per that much memory.  @count is 1 per
+ * read to maximise the hit ratio; a host that weighs misses by size (a
+ * byte hit ratio) passes the item's units instead.
  *
  * Under SL_POLICY_REFAULT the counts order pass 1 (see the policy's
- * comment above); under every policy they add to sl_stats.refaulted and
+ * comment above); under every policy they add to sl_stats.refaults and
  * the dumps.  Counts are kept with relaxed atomics on @g and each
- * ancestor: a refault racing with a window's halving may be halved too,
+ * ancestor: a report racing with a window's halving may be halved too,
  * which moves an order, never a limit or a promise.
  *
  * Returns 0; -EINVAL for a NULL @g.  An @count of 0 does nothing; counts
@@ -505,7 +512,7 @@ struct sl_stats {
 	uint64_t events_oom;  /* charges that failed for good at max                        */
 	uint64_t reclaimed;   /* units freed from this group by its reclaim callback        */
 	uint64_t headroom;    /* as sl_group_set_headroom() set it                          */
-	uint64_t refaulted;   /* units sl_refault() reported for this group (0.2.1)          */
+	uint64_t refaults;    /* what sl_refault() reported for this group (0.2.1)           */
 	uint64_t reserved[6]; /* zeroed by sl_group_stats(); later releases fill it         */
 };
 
