@@ -105,6 +105,8 @@ struct tenant_result {
 	uint64_t expired; /* items found expired (and deleted)             */
 	uint64_t bytes;  /* held at the end                               */
 	uint64_t low;    /* events_low: reclaimed within its soft limit    */
+	uint64_t ghosts; /* ghosts held at the end (refault variant)      */
+	uint64_t refaults; /* refaults reported (refault variant)         */
 };
 
 struct mix_result {
@@ -469,6 +471,8 @@ static void run_variant(struct mix_result *m, enum variant v)
 
 		lru_tenant_stats(ten[i], &ls);
 		res[i].bytes = ls.bytes;
+		res[i].ghosts = ls.ghosts;
+		res[i].refaults = ls.refaults;
 		if (lru_tenant_group(ten[i]) && sl_group_stats(lru_tenant_group(ten[i]), &ss) == 0)
 			res[i].low = ss.events_low;
 		hits += res[i].hits;
@@ -551,6 +555,9 @@ static void print_json(const struct mix_result *m)
 			}
 			if (tr->has_ttl)
 				printf("\"expired\":%" PRIu64 ",", r->expired);
+			if (v == V_REFAULT)
+				printf("\"ghosts\":%" PRIu64 ",\"ghost_bytes\":%" PRIu64 ",\"refaults\":%" PRIu64 ",",
+				       r->ghosts, r->ghosts * LRU_GHOST_SIZE, r->refaults);
 			printf("\"bytes\":%" PRIu64 ",\"set_fails\":%" PRIu64 ",\"low_events\":%" PRIu64 "}\n",
 			       r->bytes, r->set_fails, r->low);
 		}

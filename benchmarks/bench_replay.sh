@@ -108,7 +108,7 @@ stop_server() {
 }
 
 K=0
-N=$((${#MIXES[@]} * (6 + 1)))
+N=$((${#MIXES[@]} * (7 + 1)))
 [ -z "$MEMCACHED" ] || N=$((N + ${#MIXES[@]}))
 step() {
 	K=$((K + 1))
@@ -123,7 +123,7 @@ for mix in "${MIXES[@]}"; do
 	"$BIN/bench_isolation" --json-only --server-ttl --trace "$T"
 
 	read -r -a SLARGS < <("$BIN/trace_replay" --slcache-args "$T")
-	for policy in guarantee gatekeeper protection; do
+	for policy in guarantee gatekeeper protection refault; do
 		step "$mix: slcache --policy $policy ${SLARGS[*]}"
 		start_server "$SLCACHE" -t 1 --policy "$policy" "${SLARGS[@]}"
 		"$BIN/trace_replay" --port "$SRV_PORT" --label "slcache-$policy" "$T"
