@@ -31,6 +31,7 @@ struct mg {
 	uint64_t own;          /* what the host charged here and holds */
 	struct sl_limits lim;
 	uint64_t ev_max, ev_oom, ev_high;
+	uint64_t refaults;     /* what sl_refault() reported here */
 	bool may_exceed;       /* a forced charge or a lowered max may leave it above max */
 	enum cb_mode mode;
 	sl_group *g;
@@ -635,6 +636,18 @@ static void op_see(struct input *in)
 		alive += m[j].alive;
 	if (n != alive)
 		FAIL("walk saw %d groups, model has %d", n, alive);
+	/* A refault report (no input byte: corpus inputs keep their calls);
+	 * under REFAULT it reorders later reclaims, which the checks of
+	 * op_reclaim() must not notice beyond what GUARANTEE allows. */
+	{
+		struct sl_stats st;
+
+		if (sl_refault(m[i].g, (uint64_t)n) != 0 || sl_group_stats(m[i].g, &st) != 0)
+			FAIL("refault or stats failed");
+		m[i].refaults += (uint64_t)n;
+		if (st.refaults != m[i].refaults)
+			FAIL("group %d refaults %" PRIu64 ", model %" PRIu64, i, st.refaults, m[i].refaults);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
