@@ -562,6 +562,7 @@ int lru_cache_create_shared(uint64_t capacity, struct lru_cache **out)
 static void tenant_free(struct lru_tenant *t)
 {
 	pthread_mutex_destroy(&t->own_lock);
+	free(t->ghosts.buckets);
 	free(t->buckets);
 	free(t->name);
 	free(t);
@@ -584,8 +585,6 @@ static void tenant_free_items(struct lru_tenant *t)
 	}
 	while (t->ghosts.oldest)
 		ghost_drop_oldest(t);
-	free(t->ghosts.buckets);
-	t->ghosts.buckets = NULL;
 	if (t->group && t->cache->hooks.group_destroy)
 		t->cache->hooks.group_destroy(t->cache->hooks_ctx, t, t->data);
 }
