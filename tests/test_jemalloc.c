@@ -255,7 +255,9 @@ END_TEST
 
 /* ---- many threads in one arena ---- */
 
-enum { NTHREADS = 4, THREAD_LIVE = 64 };
+/* Each thread runs for its seconds and at least THREAD_ALLOCS allocations,
+ * so that a slow or loaded machine still checks as much. */
+enum { NTHREADS = 4, THREAD_LIVE = 64, THREAD_ALLOCS = 400 };
 
 struct churn {
 	sl_jemalloc *a;
@@ -273,7 +275,7 @@ static void *churn_thread(void *arg)
 	uint64_t rng = c->seed;
 	double end = now_seconds() + c->seconds;
 
-	while (now_seconds() < end) {
+	while (now_seconds() < end || c->allocs < THREAD_ALLOCS) {
 		for (int j = 0; j < 200; j++) {
 			size_t k = (size_t)rng_range(&rng, 0, THREAD_LIVE - 1);
 
