@@ -367,24 +367,22 @@ static void answer(struct sl__stock *s)
 	sl__store(&s->inflight, 0, SL_RELEASE);
 }
 
-
 /*
- * Fence protocol, a charge that missed the fast path while a folder waits
- * for answers: answer our ask if there is one, then hand amount out of
- * the slot as the fast path would (by CAS: a taker may be at work too).
- * true: done.  This way an owner that charges answers within one charge,
- * and other threads' charges lose nothing but a call while the flag is up.
+ * Fence protocol, a charge that missed the fast path because the takers'
+ * flag is up: answer our ask if a folder waits for it, then hand amount out
+ * of the slot as the CAS protocol's fast path does (a taker may be at work:
+ * its takes are compare-and-swaps too).  true: done.  So an owner that
+ * charges answers within one charge, and other threads' charges pay a
+ * compare-and-swap while the flag is up, not a refill.
  */
-static bool answer_and_consume(struct sl__stock *s, sl_group *g, uint64_t amount)
+static bool charge_flagged(struct sl__stock *s, sl_group *g, uint64_t amount)
 {
 	struct sl__slot *sl;
 	uint64_t w;
 
 	/* Acquire: pairs with the folder's release of SL__TAKERS_ASK, so
 	 * that its ask is seen. */
-	if (!(sl__load(&sl__stock_takers, SL_ACQUIRE) & SL__TAKERS_ASK))
-		return false;
-	if (sl__load(&s->ask, SL_RELAXED))
+	if ((sl__load(&sl__stock_takers, SL_ACQUIRE) & SL__TAKERS_ASK) && sl__load(&s->ask, SL_RELAXED))
 		answer(s);
 	sl = sl__slot_find(s, g);
 	if (!sl)
@@ -410,7 +408,7 @@ int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	uint64_t w;
 
 	if (sl__unlikely(sl__load(&sl__stock_takers, SL_RELAXED)) && sl__stock_protocol == SL__STOCK_FENCE &&
-	    answer_and_consume(s, g, amount))
+	    charge_flagged(s, g, amount))
 		return 0;
 	sl = stock_bind(s, g);
 	if (sl__counter_try(g, amount + batch, 0, batch, NULL) != 0)
@@ -651,7 +649,7 @@ static bool fold_by_owners(match_fn match, const void *arg)
 	}
 	if (!pending)
 		return true;
-	/* Release: pairs with answer_and_consume(); an owner that sees the
+	/* Release: pairs with charge_flagged(); an owner that sees the
 	 * flag sees its ask. */
 	sl__store(&sl__stock_takers, sl__load(&sl__stock_takers, SL_RELAXED) | SL__TAKERS_ASK, SL_RELEASE);
 	wait = wait < ASK_WAIT_MIN_NS ? ASK_WAIT_MIN_NS : wait > ASK_WAIT_MAX_NS ? ASK_WAIT_MAX_NS : wait;
