@@ -135,6 +135,7 @@ static uint64_t now_ns(void)
 static uint64_t fence_ns;
 
 sl_atomic64 sl__stock_answered_folds, sl__stock_fences;
+void (*sl__ask_hook)(void);
 
 /* Issue the fence and keep its cost.  Cannot fail once registered; the
  * owners' flags are still waited for if it somehow did. */
@@ -144,6 +145,10 @@ static void fence_timed(void)
 
 	syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 	d = now_ns() - t0;
+	/* A fence preempted midway says nothing of the next: each sample
+	 * counts for at most 4x the average so far. */
+	if (fence_ns && d > 4 * fence_ns)
+		d = 4 * fence_ns;
 	fence_ns = fence_ns ? (3 * fence_ns + d) / 4 : d;
 }
 
@@ -314,11 +319,17 @@ found:
 #define ASK_SEQ_SHIFT SL__STOCK_SLOTS
 #define ASK_SLOTS ((UINT64_C(1) << SL__STOCK_SLOTS) - 1)
 #define ASK_WAIT_MIN_NS 1000   /* below a fence's cost anywhere */
-#define ASK_WAIT_MAX_NS 100000 /* a fence that slow: not worth waiting longer */
-#define ASK_SPINS 64           /* polls before each one yields the CPU */
+#define ASK_WAIT_MAX_NS 50000  /* a fence that slow: not worth waiting longer */
 #define EAGER_REFILLS 16       /* refills that fold the ledger after an ask */
 
-static uint64_t ask_seq; /* under the registry lock */
+#define ASK_BACKOFF_MAX 64     /* most folds fenced without asking after failures */
+
+/* Under the registry lock: the last ask's number; after asks that went
+ * unanswered, how many folds fence without asking (doubling per failure,
+ * back to none after an answer: an owner that shares our CPU, or sleeps,
+ * answers no sooner than a fence would end). */
+static uint64_t ask_seq;
+static unsigned ask_backoff, ask_skip;
 
 static inline void cpu_relax(void)
 {
@@ -631,9 +642,13 @@ static void note_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 static bool fold_by_owners(match_fn match, const void *arg)
 {
 	uint64_t start, wait = fence_ns;
-	unsigned pending = 0, spins = 0;
+	unsigned pending = 0;
 	struct sl__stock *s;
 
+	if (ask_skip) {
+		ask_skip--;
+		return false;
+	}
 	for (s = registry; s; s = s->next) {
 		struct slot_bits b = { s, 0 };
 
@@ -665,11 +680,11 @@ static bool fold_by_owners(match_fn match, const void *arg)
 		}
 		if (!pending || now_ns() - start >= wait)
 			break;
-		/* Yield now and then: an owner on our CPU answers only if it runs. */
-		if (++spins % ASK_SPINS)
-			cpu_relax();
-		else
-			sched_yield();
+		if (sl__unlikely(sl__ask_hook != NULL))
+			sl__ask_hook();
+		/* No sched_yield(): on a busy machine it can cost a time slice,
+		 * far more than the fence this wait tries to save. */
+		cpu_relax();
 	}
 	sl__store(&sl__stock_takers, sl__load(&sl__stock_takers, SL_RELAXED) & ~SL__TAKERS_ASK, SL_RELAXED);
 	for (s = registry; s && pending; s = s->next)
@@ -677,9 +692,14 @@ static bool fold_by_owners(match_fn match, const void *arg)
 			sl__store(&s->ask, 0, SL_RELAXED);
 			s->asked = 0;
 		}
-	if (!pending)
-		sl__count(&sl__stock_answered_folds);
-	return !pending;
+	if (pending) {
+		ask_backoff = ask_backoff ? (ask_backoff < ASK_BACKOFF_MAX ? 2 * ask_backoff : ask_backoff) : 1;
+		ask_skip = ask_backoff;
+		return false;
+	}
+	ask_backoff = 0;
+	sl__count(&sl__stock_answered_folds);
+	return true;
 }
 
 static uint64_t take(uint64_t mask, match_fn match, const void *arg)

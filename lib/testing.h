@@ -32,5 +32,9 @@ extern int sl__stock_protocol;
 /* stock.c, fence protocol: folds whose owners all answered (no fence),
  * and fences issued by takers. */
 extern _Atomic uint64_t sl__stock_answered_folds, sl__stock_fences;
+/* stock.c: called while a fold waits for owners to answer (under the
+ * registry lock; after the answers were looked at, before the time limit
+ * is), so that a test can have an owner charge exactly then. */
+extern void (*sl__ask_hook)(void);
 
 #endif /* SL_TESTING_H */

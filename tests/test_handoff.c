@@ -404,27 +404,21 @@ END_TEST
 
 /*
  * Fence protocol (lib/stock.c, "handover"): a fold of a ledger whose owner
- * is charging is answered by the owner, which folds its own ledger on its
- * next charge, with no membarrier(); a fold of an idle owner's ledger
- * waits a moment for an answer that does not come and takes it with the
- * fence.  Either way the units are found.  Under compare-and-swap neither
- * happens (no counter moves) and the units are found all the same.
+ * charges is answered by the owner, which folds its own ledger on its next
+ * charge, with no membarrier(); a fold of an idle owner's ledger waits a
+ * moment for an answer that does not come and takes it with the fence.
+ * Either way the units are found.  Under compare-and-swap neither happens
+ * (no counter moves) and the units are found all the same.  The owner's
+ * charge is played from the fold's wait (sl__ask_hook), so that it comes
+ * while the fold waits, however the machine schedules the threads.
  */
-static sl_group *owner_g;
-static atomic_bool owner_stop;
-static struct gate owner_charged;
+static unsigned ask_hooks;
 
-static void *charge_busily(void *arg)
+static void owner_charges_while_asked(void)
 {
-	(void)arg;
-	/* Charged from this thread's stock: the units sit in its ledger. */
-	T_CHECK(sl_charge(owner_g, 1000, 0) == 0, "charge");
-	gate_open(&owner_charged);
-	while (!atomic_load_explicit(&owner_stop, memory_order_relaxed)) {
-		T_CHECK(sl_charge(owner_g, 1, 0) == 0, "charge while asked");
-		T_CHECK(sl_uncharge(owner_g, 1) == 0, "uncharge while asked");
-	}
-	return NULL;
+	if (ask_hooks++)
+		return;
+	T_CHECK(agent_do(&producer, 1, 1) == 0, "the owner's charge while asked");
 }
 
 START_TEST(a_charging_owner_answers_a_fold_an_idle_one_is_fenced)
@@ -435,53 +429,57 @@ START_TEST(a_charging_owner_answers_a_fold_an_idle_one_is_fenced)
 	unsigned attempt;
 	pthread_t th;
 
-	owner_g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	race_g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
 	thread_failure_reset();
-	/* A busy owner answers within one charge, if it gets a CPU meanwhile:
-	 * on a loaded machine an attempt may fall back to the fence; retry. */
-	for (attempt = 0; attempt < 200; attempt++) {
-		gate_init(&owner_charged);
-		atomic_store(&owner_stop, false);
-		start_thread(&th, charge_busily, NULL);
-		gate_wait(&owner_charged);
-		/* Ours are none of them: local is empty, all 1000 are in the
-		 * owner's ledger. */
-		ck_assert_int_eq(sl_uncharge(owner_g, 1000), 0);
-		atomic_store(&owner_stop, true);
-		join_thread(th);
-		gate_destroy(&owner_charged);
-		ck_assert_uint_eq(usage_of(owner_g), 0);
-		if (!fence || atomic_load(&sl__stock_answered_folds) != answered0)
+	agent_start(&producer);
+	/* After asks that went unanswered (other tests', or a slow machine's)
+	 * folds fence without asking for a while: try until one asks. */
+	for (attempt = 0; attempt < 1000; attempt++) {
+		/* All 1000 in the owner's ledger; local is empty. */
+		ck_assert_int_eq(agent_do(&producer, 1, 1000), 0);
+		ask_hooks = 0;
+		sl__ask_hook = owner_charges_while_asked;
+		ck_assert_int_eq(sl_uncharge(race_g, 1000), 0);
+		sl__ask_hook = NULL;
+		/* The owner's charge of 1 during the fold is all that is left. */
+		ck_assert_uint_eq(usage_of(race_g), ask_hooks ? 1 : 0);
+		if (ask_hooks)
+			ck_assert_int_eq(agent_do(&producer, 2, 1), 0);
+		ck_assert_uint_eq(usage_of(race_g), 0);
+		if (!fence || ask_hooks)
 			break;
 	}
 	answered1 = atomic_load(&sl__stock_answered_folds);
-	printf("handoff: a busy owner answered after %u attempts\n", attempt + 1);
-	if (fence)
-		ck_assert_uint_gt(answered1, answered0);
-	else
+	if (fence) {
+		ck_assert_uint_eq(ask_hooks, 1);
+		ck_assert_uint_eq(answered1, answered0 + 1);
+	} else {
+		ck_assert_uint_eq(ask_hooks, 0);
 		ck_assert_uint_eq(answered1, answered0);
+	}
+	agent_stop(&producer);
 
 	/* An idle owner: parked, it never answers. */
-	over_g = owner_g;
+	over_g = race_g;
 	gate_init(&parked);
 	gate_init(&release_parked);
 	start_thread(&th, charge_and_park, NULL);
 	gate_wait(&parked);
 	fences0 = atomic_load(&sl__stock_fences);
-	ck_assert_int_eq(sl_uncharge(owner_g, 1000), 0);
-	ck_assert_uint_eq(usage_of(owner_g), 0);
+	ck_assert_int_eq(sl_uncharge(race_g, 1000), 0);
+	ck_assert_uint_eq(usage_of(race_g), 0);
 	ck_assert_uint_eq(atomic_load(&sl__stock_answered_folds), answered1);
 	if (fence)
 		ck_assert_uint_gt(atomic_load(&sl__stock_fences), fences0);
 	else
 		ck_assert_uint_eq(atomic_load(&sl__stock_fences), fences0);
-	ck_assert_int_eq(sl_uncharge(owner_g, 1), -EINVAL);
+	ck_assert_int_eq(sl_uncharge(race_g, 1), -EINVAL);
 	gate_open(&release_parked);
 	join_thread(th);
 	gate_destroy(&parked);
 	gate_destroy(&release_parked);
 	ASSERT_NO_THREAD_FAILURE();
-	assert_empty(owner_g, "g");
+	assert_empty(race_g, "g");
 	assert_tree_ok(t);
 	sl_tree_destroy(t);
 }
