@@ -53,39 +53,39 @@
  * FENCE, folds: the owner hands its ledger over (fold_by_owners()).  A fold is
  * the take that keeps finding other threads' ledgers: a thread that uncharges
  * what another charged (a server's handoff; bench_handoff) folds the charging
- * thread's ledger whenever local runs out, about once per ring of items
- * there.  A membarrier() interrupts every CPU that runs one of our threads:
- * about 1.4 us on this VM with one thread running, but about 25 us with the
- * charging thread running (an interrupt into another vCPU), which made the
- * handoff slower under the fence than under CAS.  So a fold asks first: it
- * writes into each owner's stock which slots' ledgers it wants, with a
- * number, raises SL__TAKERS_ASK in sl__stock_takers and waits.  The owner's
- * next charge misses its fast path on the raised flag; its refill answers: it
- * folds those ledgers into local itself, by CAS on its own words, stores the
- * number in answered (release; the folder's acquire sees local), and hands
- * the charge out by CAS.  The folder never writes a word, so no plain store
- * races with anything and no fence is needed.  It spins at most about as long
- * as a fence takes (the running average of the last fences, kept within
- * 1..50 us; no sched_yield(), which can give a time slice away): an owner that has
- * not answered by then (blocked, idle, descheduled, sharing our CPU, or only
+ * thread's ledger whenever local runs out, about once per ring of items there.
+ * A membarrier() interrupts every CPU that runs one of our threads: about 1.4
+ * us on this VM with one thread running, but about 25 us with the charging
+ * thread running (an interrupt into another vCPU), which made the handoff
+ * slower under the fence than under CAS.  So a fold asks first: it writes into
+ * each owner's stock which slots' ledgers it wants, with a number, raises
+ * SL__TAKERS_ASK in sl__stock_takers and waits.  The owner's next charge
+ * misses its fast path on the raised flag; its refill answers: it folds those
+ * ledgers into local itself, by CAS on its own words, stores the number in
+ * answered (release; the folder's acquire sees local), and hands the charge
+ * out by CAS.  The folder never writes a word, so no plain store races with
+ * anything and no fence is needed.  It spins at most about as long as a fence
+ * takes (the running average of the last fences, kept within 1..50 us; no
+ * sched_yield(), which can give a time slice away): an owner that has not
+ * answered by then (blocked, idle, descheduled, sharing our CPU, or only
  * uncharging) gets the fence as before, and its ask is withdrawn.  A fold then
  * costs at most about two fences, and none while the owner charges, which is
  * when a handoff folds.  After an unanswered ask the next 1, 2, 4 .. 64 folds
  * fence without asking (an answer resets that), so that threads taking turns
- * on one CPU, where a fence is cheap (no other CPU to interrupt) and an
- * answer impossible, pay little more than the fence.  Threads that were not
- * asked pay one slow charge or uncharge (compare-and-swap) while the flag is
- * up.  An owner that was asked also folds the slot's ledger into local on its
- * next EAGER_REFILLS refills (one more fetch_add on a path that walks the
- * tree anyway), so that the uncharging thread finds units in local before it
- * has to ask; the price is that the owner's own uncharges of units it charged
- * before such a refill take the slow path, for a few refills.  Drains (units
- * and ledgers, at max and on destroy) and the exact over-uncharge check keep
- * the fence: they must empty idle threads' stocks, whose owners would not
- * answer.  Rejected: a fence generation that serves every fold requested
- * before it; folds are serialized by the registry lock and a fence must
- * follow the request it serves, so it would merge only folders queued on the
- * lock, and a handoff has one folder.
+ * on one CPU, where a fence is cheap (no other CPU to interrupt) and an answer
+ * impossible, pay little more than the fence.  Threads that were not asked pay
+ * one slow charge or uncharge (compare-and-swap) while the flag is up.  An
+ * owner that was asked also folds the slot's ledger into local on its next
+ * EAGER_REFILLS refills (one more fetch_add on a path that walks the tree
+ * anyway), so that the uncharging thread finds units in local before it has to
+ * ask; the price is that the owner's own uncharges of units it charged before
+ * such a refill take the slow path, for a few refills.  Drains (units and
+ * ledgers, at max and on destroy) and the exact over-uncharge check keep the
+ * fence: they must empty idle threads' stocks, whose owners would not answer.
+ * Rejected: a fence generation that serves every fold requested before it;
+ * folds are serialized by the registry lock and a fence must follow the
+ * request it serves, so it would merge only folders queued on the lock, and a
+ * handoff has one folder.
  *
  * Rejected: per-CPU stocks with restartable sequences (tcmalloc's) need an
  * rseq critical section in assembly per architecture, and a CPU's stock
