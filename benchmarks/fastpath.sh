@@ -8,7 +8,9 @@
 # so that drift in the machine's load hits both alike.  Prints a table of
 # medians over the rounds; the JSON lines of every run, each tagged with
 # its protocol, go to stdout.  Needs a Release build in build/bench
-# (benchmarks/run makes one) or SL_BUILD_DIR.
+# (benchmarks/run makes one) or SL_BUILD_DIR.  SL_BASE_DIR=DIR (a Release
+# build of other code, e.g. the commit before a change) runs that build's
+# benchmarks too, in the same alternation, as two more columns.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 quick=()
@@ -17,7 +19,7 @@ for a in "$@"; do
 	case $a in
 	--quick) quick=(--quick) ;;
 	-h | --help)
-		sed -n '3,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '3,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*[!0-9]* | '')
@@ -27,20 +29,29 @@ for a in "$@"; do
 	*) rounds=$a ;;
 	esac
 done
-bin=${SL_BUILD_DIR:-build/bench}/benchmarks
-for b in bench_charge bench_handoff; do
-	[ -x "$bin/$b" ] || { echo "fastpath.sh: no $bin/$b (run benchmarks/run, or set SL_BUILD_DIR)" >&2; exit 1; }
+bins=("${SL_BUILD_DIR:-build/bench}/benchmarks")
+tags=("")
+if [ -n "${SL_BASE_DIR:-}" ]; then
+	bins+=("$SL_BASE_DIR/benchmarks")
+	tags+=("-base")
+fi
+for bin in "${bins[@]}"; do
+	for b in bench_charge bench_handoff; do
+		[ -x "$bin/$b" ] || { echo "fastpath.sh: no $bin/$b (run benchmarks/run, or set SL_BUILD_DIR)" >&2; exit 1; }
+	done
 done
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for ((r = 1; r <= rounds; r++)); do
-	for p in fence cas; do
-		m=1
-		[ $p = cas ] && m=0
-		for b in bench_charge bench_handoff; do
-			echo "fastpath.sh: round $r/$rounds, $p, $b" >&2
-			SOFTLIMIT_MEMBARRIER=$m "$bin/$b" "${quick[@]}" --json-only |
-				sed "s/^{/{\"protocol\":\"$p\",\"round\":$r,/" | tee -a "$out"
+	for i in "${!bins[@]}"; do
+		for p in fence cas; do
+			m=1
+			[ $p = cas ] && m=0
+			for b in bench_charge bench_handoff; do
+				echo "fastpath.sh: round $r/$rounds, $p${tags[i]}, $b" >&2
+				SOFTLIMIT_MEMBARRIER=$m "${bins[i]}/$b" "${quick[@]}" --json-only |
+					sed "s/^{/{\"protocol\":\"$p${tags[i]}\",\"round\":$r,/" | tee -a "$out"
+			done
 		done
 	done
 done
@@ -62,12 +73,21 @@ sl2 = dict(bench="charge", variant="softlimit", batch=32768, depth=4, threads=2)
 fl1 = dict(bench="charge", variant="floor", depth=4, threads=1)
 ho = dict(bench="handoff", variant="softlimit", mode="handoff", batch=32768)
 ring = dict(bench="handoff", variant="ring", mode="handoff")
-print("| measure (medians over rounds) | fence | CAS | goal |")
-print("|---|---:|---:|---|")
-print("| charge+uncharge pair, default batch, depth 4, 1 thread (ns) | %.2f | %.2f | |" % (med("fence", **sl1), med("cas", **sl1)))
-print("| floor: thread-local counter, depth 4, 1 thread (ns) | %.2f | %.2f | |" % (med("fence", **fl1), med("cas", **fl1)))
-print("| softlimit / floor, 1 thread | %.2f | %.2f | <= 1.5 |" % (ratio("fence", sl1, fl1), ratio("cas", sl1, fl1)))
-print("| 2 threads on one group / 1 thread | %.2f | %.2f | <= 1.3 |" % (ratio("fence", sl2, sl1), ratio("cas", sl2, sl1)))
-print("| handoff, softlimit default batch (ns per item) | %.2f | %.2f | fence no worse than CAS |" % (med("fence", **ho), med("cas", **ho)))
-print("| handoff, softlimit - ring (ns per item) | %.2f | %.2f | |" % (med("fence", **ho) - med("fence", **ring), med("cas", **ho) - med("cas", **ring)))
+cols = [p for p in ("fence", "cas", "fence-base", "cas-base") if any(r.get("protocol") == p for r in rows)]
+names = {"fence": "fence", "cas": "CAS", "fence-base": "fence (base)", "cas-base": "CAS (base)"}
+def line(label, f, goal=""):
+    print("| %s | %s | %s |" % (label, " | ".join("%.2f" % f(p) for p in cols), goal))
+print("| measure (medians over rounds) | %s | goal |" % " | ".join(names[p] for p in cols))
+print("|---|%s---|" % ("---:|" * len(cols)))
+line("charge+uncharge pair, default batch, depth 4, 1 thread (ns)", lambda p: med(p, **sl1))
+line("floor: thread-local counter, depth 4, 1 thread (ns)", lambda p: med(p, **fl1))
+line("softlimit / floor, 1 thread", lambda p: ratio(p, sl1, fl1), "<= 1.5")
+line("2 threads on one group / 1 thread", lambda p: ratio(p, sl2, sl1), "<= 1.3")
+line("handoff, softlimit default batch (ns per item)", lambda p: med(p, **ho), "fence no worse than CAS")
+line("handoff, softlimit - ring (ns per item)", lambda p: med(p, **ho) - med(p, **ring))
+line("handoff, softlimit / ring", lambda p: ratio(p, ho, ring))
+def shared(p):
+    cpu = [c for r in rows if r.get("protocol") == p and all(r.get(k) == x for k, x in ho.items()) for c in r["cpu"]]
+    return "%d of %d" % (sum(c < 0.9 for c in cpu), len(cpu))
+print("| handoff runs in which the two threads shared a core (cpu < 0.9) | %s | |" % " | ".join(shared(p) for p in cols))
 PY

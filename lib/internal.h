@@ -254,7 +254,13 @@ struct sl__stock {
 	 * fence protocol, also while its fast path writes a slot word. */
 	_Alignas(SL__CACHELINE) sl_atomic32 inflight;
 	uint64_t clock;            /* owner only */
+	uint8_t eager[SL__STOCK_SLOTS]; /* owner only: refills left that fold the slot's ledger */
 	struct sl__stock *next, *prev; /* the registry, under its lock */
+	/* Fence protocol: a folder's request that the owner fold some slots'
+	 * ledgers itself (stock.c, "handover"): slot bits and a number. */
+	sl_atomic64 ask;
+	sl_atomic64 answered;      /* owner: the number of the last ask done */
+	uint64_t asked;            /* folder, under the registry lock */
 };
 
 /* The slot of s bound to g, or NULL.  Owner only: the one lookup that the
@@ -274,14 +280,21 @@ static inline struct sl__slot *sl__slot_find(struct sl__stock *s, const sl_group
  * why): with SL__STOCK_FENCE the owner's fast path writes its slot word with
  * a plain store between raising its inflight flag and lowering it, and a
  * thread that takes from other threads' slots first raises sl__stock_takers
- * and issues membarrier(); with SL__STOCK_CAS (no membarrier, or a
- * ThreadSanitizer build) the fast path is a compare-and-swap.  Chosen once
- * per process, before the first tree exists.
+ * and issues membarrier() (a fold first asks the owners to fold their own
+ * ledgers, and fences only if they do not answer); with SL__STOCK_CAS (no
+ * membarrier, or a ThreadSanitizer build) the fast path is a
+ * compare-and-swap.  Chosen once per process, before the first tree exists.
  */
 enum { SL__STOCK_CAS = 0, SL__STOCK_FENCE = 1 };
 extern int sl__stock_protocol;
 extern sl_atomic32 sl__stock_takers;
 void sl__stock_protocol_init(void);
+
+/* sl__stock_takers: a taker is at work (fence and take); a folder waits
+ * for owners to answer their stock's ask, which they do on their next
+ * charge (no fence; stock.c, "handover"). */
+#define SL__TAKERS_TAKE 1
+#define SL__TAKERS_ASK 2
 
 /*
  * Fence protocol, owner side: raise the flag, then look for a taker.  The

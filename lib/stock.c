@@ -50,6 +50,43 @@
  * per reclaim, and the reclaim batch makes that once per batch of charges,
  * not per charge.
  *
+ * FENCE, folds: the owner hands its ledger over (fold_by_owners()).  A fold is
+ * the take that keeps finding other threads' ledgers: a thread that uncharges
+ * what another charged (a server's handoff; bench_handoff) folds the charging
+ * thread's ledger whenever local runs out, about once per ring of items there.
+ * A membarrier() interrupts every CPU that runs one of our threads: about 1.4
+ * us on this VM with one thread running, but about 25 us with the charging
+ * thread running (an interrupt into another vCPU), which made the handoff
+ * slower under the fence than under CAS.  So a fold asks first: it writes into
+ * each owner's stock which slots' ledgers it wants, with a number, raises
+ * SL__TAKERS_ASK in sl__stock_takers and waits.  The owner's next charge
+ * misses its fast path on the raised flag; its refill answers: it folds those
+ * ledgers into local itself, by CAS on its own words, stores the number in
+ * answered (release; the folder's acquire sees local), and hands the charge
+ * out by CAS.  The folder never writes a word, so no plain store races with
+ * anything and no fence is needed.  It spins at most about as long as a fence
+ * takes (the running average of the last fences, kept within 1..50 us; no
+ * sched_yield(), which can give a time slice away): an owner that has not
+ * answered by then (blocked, idle, descheduled, sharing our CPU, or only
+ * uncharging) gets the fence as before, and its ask is withdrawn.  A fold then
+ * costs at most about two fences, and none while the owner charges, which is
+ * when a handoff folds.  After an unanswered ask the next 1, 2, 4 .. 64 folds
+ * fence without asking (an answer resets that), so that threads taking turns
+ * on one CPU, where a fence is cheap (no other CPU to interrupt) and an answer
+ * impossible, pay little more than the fence.  Threads that were not asked pay
+ * one slow charge or uncharge (compare-and-swap) while the flag is up.  An
+ * owner that was asked also folds the slot's ledger into local on its next
+ * EAGER_REFILLS refills (one more fetch_add on a path that walks the tree
+ * anyway), so that the uncharging thread finds units in local before it has to
+ * ask; the price is that the owner's own uncharges of units it charged before
+ * such a refill take the slow path, for a few refills.  Drains (units and
+ * ledgers, at max and on destroy) and the exact over-uncharge check keep the
+ * fence: they must empty idle threads' stocks, whose owners would not answer.
+ * Rejected: a fence generation that serves every fold requested before it;
+ * folds are serialized by the registry lock and a fence must follow the
+ * request it serves, so it would merge only folders queued on the lock, and a
+ * handoff has one folder.
+ *
  * Rejected: per-CPU stocks with restartable sequences (tcmalloc's) need an
  * rseq critical section in assembly per architecture, and a CPU's stock
  * would serve every thread on it, so the per-thread ledger that catches an
@@ -63,11 +100,14 @@
  */
 #include "internal.h"
 
+#include "testing.h"
+
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__SANITIZE_THREAD__)
@@ -79,10 +119,41 @@
 #endif
 
 int sl__stock_protocol = SL__STOCK_CAS;
-/* Written by takers only (under the registry lock); read by every fast
- * path, so alone on its line. */
+/* Written by takers and folders only (under the registry lock); read by
+ * every fast path, so alone on its line. */
 _Alignas(SL__CACHELINE) sl_atomic32 sl__stock_takers;
 static pthread_once_t protocol_once = PTHREAD_ONCE_INIT;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* What a membarrier() takes here, averaged over the last few (under the
+ * registry lock, and once before any tree exists): how long a folder waits
+ * for owners to answer before it fences instead. */
+static uint64_t fence_ns;
+
+sl_atomic64 sl__stock_answered_folds, sl__stock_fences;
+void (*sl__ask_hook)(void);
+
+/* Issue the fence and keep its cost.  Cannot fail once registered; the
+ * owners' flags are still waited for if it somehow did. */
+static void fence_timed(void)
+{
+	uint64_t t0 = now_ns(), d;
+
+	syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	d = now_ns() - t0;
+	/* A fence preempted midway says nothing of the next: each sample
+	 * counts for at most 4x the average so far. */
+	if (fence_ns && d > 4 * fence_ns)
+		d = 4 * fence_ns;
+	fence_ns = fence_ns ? (3 * fence_ns + d) / 4 : d;
+}
 
 static void protocol_pick(void)
 {
@@ -100,6 +171,7 @@ static void protocol_pick(void)
 	if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
 		return;
 	sl__stock_protocol = SL__STOCK_FENCE;
+	fence_timed();
 }
 
 void sl__stock_protocol_init(void)
@@ -234,10 +306,107 @@ static struct sl__slot *stock_bind(struct sl__stock *s, sl_group *g)
 	/* Release: pairs with the seq_cst load in quiesce_locked(), so a
 	 * waiter that sees 0 also sees the flush. */
 	sl__store(&s->inflight, 0, SL_RELEASE);
+	s->eager[victim - s->slot] = 0;
 found:
 	victim->cap = 2 * g->tree->batch;
 	victim->stamp = s->clock;
 	return victim;
+}
+
+/* ---- the handover (fence protocol) ----
+ *
+ * An ask names slots by bit (low SL__STOCK_SLOTS bits) and carries a number
+ * above them, unique under the registry lock, which the owner stores in
+ * answered once those slots' ledgers are in local.
+ */
+#define ASK_SEQ_SHIFT SL__STOCK_SLOTS
+#define ASK_SLOTS ((UINT64_C(1) << SL__STOCK_SLOTS) - 1)
+#define ASK_WAIT_MIN_NS 1000   /* below a fence's cost anywhere */
+#define ASK_WAIT_MAX_NS 50000  /* a fence that slow: not worth waiting longer */
+#define EAGER_REFILLS 16       /* refills that fold the ledger after an ask */
+
+#define ASK_BACKOFF_MAX 64     /* most folds fenced without asking after failures */
+
+/* Under the registry lock: the last ask's number; after asks that went
+ * unanswered, how many folds fence without asking (doubling per failure,
+ * back to none after an answer: an owner that shares our CPU, or sleeps,
+ * answers no sooner than a fence would end). */
+static uint64_t ask_seq;
+static unsigned ask_backoff, ask_skip;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Owner: fold the ledgers of the slots that s's ask names into their
+ * groups' local charge, and say so (the folder's side: fold_by_owners()). */
+static void answer(struct sl__stock *s)
+{
+	uint64_t a, bits;
+	int i;
+
+	/* seq_cst: as in stock_bind(), the flag before the takes below, for
+	 * a destroy or an exact check that takes after them and quiesces:
+	 * the ledger is in neither the word nor local for a moment. */
+	sl__store(&s->inflight, 1, SL_SEQ_CST);
+	/* Relaxed: the ask carries no data but itself. */
+	a = sl__exchange(&s->ask, 0, SL_RELAXED);
+	for (bits = a & ASK_SLOTS, i = 0; bits; bits >>= 1, i++) {
+		struct sl__slot *sl = &s->slot[i];
+		uint64_t w = sl__load(&sl->word, SL_RELAXED);
+
+		if (!(bits & 1))
+			continue;
+		/* Another thread uncharges what this slot hands out: give it
+		 * our ledger at the next refills too, before it has to ask. */
+		s->eager[i] = EAGER_REFILLS;
+		/* seq_cst: as take_slot(); a taker's CAS may race with ours. */
+		while (sl__word_ledger(w) &&
+		       !sl__cas_weak(&sl->word, &w, w & ~SL__LEDGER_MASK, SL_SEQ_CST, SL_RELAXED))
+			;
+		/* Another group's, if the slot was rebound since the ask:
+		 * folding our own ledger is right for any group. */
+		if (sl__word_ledger(w))
+			sl__fetch_add(&sl__load(&sl->group, SL_RELAXED)->local, sl__word_ledger(w), SL_RELAXED);
+	}
+	/* Release: pairs with the folder's acquire load; it sees local.
+	 * (0 when the ask was withdrawn meanwhile: no folder waits for it.) */
+	sl__store(&s->answered, a >> ASK_SEQ_SHIFT, SL_RELEASE);
+	/* Release: pairs with the seq_cst load in quiesce_locked(). */
+	sl__store(&s->inflight, 0, SL_RELEASE);
+}
+
+/*
+ * Fence protocol, a charge that missed the fast path because the takers'
+ * flag is up: answer our ask if a folder waits for it, then hand amount out
+ * of the slot as the CAS protocol's fast path does (a taker may be at work:
+ * its takes are compare-and-swaps too).  true: done.  So an owner that
+ * charges answers within one charge, and other threads' charges pay a
+ * compare-and-swap while the flag is up, not a refill.
+ */
+static bool charge_flagged(struct sl__stock *s, sl_group *g, uint64_t amount)
+{
+	struct sl__slot *sl;
+	uint64_t w;
+
+	/* Acquire: pairs with the folder's release of SL__TAKERS_ASK, so
+	 * that its ask is seen. */
+	if ((sl__load(&sl__stock_takers, SL_ACQUIRE) & SL__TAKERS_ASK) && sl__load(&s->ask, SL_RELAXED))
+		answer(s);
+	sl = sl__slot_find(s, g);
+	if (!sl)
+		return false;
+	w = sl__load(&sl->word, SL_RELAXED);
+	/* Relaxed: as the fast path (charge.c). */
+	while (sl__word_units(w) >= amount && sl__word_ledger(w) + amount <= SL__LEDGER_MAX)
+		if (sl__cas_weak(&sl->word, &w, w - amount + (amount << SL__LEDGER_SHIFT), SL_RELAXED, SL_RELAXED))
+			return true;
+	return false;
 }
 
 /*
@@ -249,9 +418,13 @@ found:
 int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 {
 	uint64_t batch = g->tree->batch, extra_local = 0, give_back = 0;
-	struct sl__slot *sl = stock_bind(s, g);
+	struct sl__slot *sl;
 	uint64_t w;
 
+	if (sl__unlikely(sl__load(&sl__stock_takers, SL_RELAXED)) && sl__stock_protocol == SL__STOCK_FENCE &&
+	    charge_flagged(s, g, amount))
+		return 0;
+	sl = stock_bind(s, g);
 	if (sl__counter_try(g, amount + batch, 0, batch, NULL) != 0)
 		return 1;
 	w = sl__load(&sl->word, SL_RELAXED);
@@ -274,7 +447,7 @@ int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 
 		give_back = u > sl->cap ? u - sl->cap : 0;
 		u -= give_back;
-		extra_local = h > SL__LEDGER_MAX ? h : 0;
+		extra_local = h > SL__LEDGER_MAX || s->eager[sl - s->slot] ? h : 0;
 		h -= extra_local;
 		nw = (w & ~SL__CONTENTS_MASK) | u | (h << SL__LEDGER_SHIFT);
 		/* Release: pairs with a drainer's acquire load of the word, so
@@ -284,6 +457,8 @@ int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	}
 	if (extra_local)
 		sl__fetch_add(&g->local, extra_local, SL_RELAXED);
+	if (s->eager[sl - s->slot])
+		s->eager[sl - s->slot]--;
 	/* Release: pairs with the seq_cst load in quiesce_locked(). */
 	sl__store(&s->inflight, 0, SL_RELEASE);
 	if (give_back)
@@ -423,11 +598,11 @@ static void takers_begin(void)
 
 	if (sl__stock_protocol != SL__STOCK_FENCE)
 		return;
-	/* Relaxed: membarrier() orders it against every owner (see above). */
-	sl__store(&sl__stock_takers, 1, SL_RELAXED);
-	/* Cannot fail once registered; the owners' flags are still waited
-	 * for below if it somehow did, which is what CAS relies on. */
-	syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+	/* Relaxed: membarrier() orders it against every owner (see above).
+	 * Only takers and folders write it, all under the registry lock. */
+	sl__store(&sl__stock_takers, sl__load(&sl__stock_takers, SL_RELAXED) | SL__TAKERS_TAKE, SL_RELAXED);
+	fence_timed();
+	sl__count(&sl__stock_fences);
 	for (s = registry; s; s = s->next)
 		/* Acquire: pairs with sl__stock_leave(), so the owner's word
 		 * store is seen by our takes. */
@@ -440,7 +615,94 @@ static void takers_end(void)
 	if (sl__stock_protocol != SL__STOCK_FENCE)
 		return;
 	/* Release: our takes happen before an owner's next plain store. */
-	sl__store(&sl__stock_takers, 0, SL_RELEASE);
+	sl__store(&sl__stock_takers, sl__load(&sl__stock_takers, SL_RELAXED) & ~SL__TAKERS_TAKE, SL_RELEASE);
+}
+
+struct slot_bits {
+	struct sl__stock *s;
+	uint64_t bits;
+};
+
+static void note_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
+{
+	struct slot_bits *b = acc;
+
+	(void)p;
+	(void)w;
+	b->bits |= UINT64_C(1) << (sl - b->s->slot);
+}
+
+/*
+ * FENCE: a fold without a fence.  Ask the owner of every other slot that
+ * matches and holds a ledger to fold it itself, and wait for the answers,
+ * at most about as long as a fence takes.  true: every ledger asked for is
+ * in local now (those that came in after we looked are not: a fold is no
+ * snapshot); false: some owner did not answer (idle, blocked, or not
+ * scheduled), and the caller takes with the fence.  The asks left then are
+ * withdrawn; an owner already answering one folds its own ledger, which is
+ * right whenever it happens.  Under the registry lock.
+ */
+static bool fold_by_owners(match_fn match, const void *arg)
+{
+	uint64_t start, wait = fence_ns;
+	unsigned pending = 0;
+	struct sl__stock *s;
+
+	if (ask_skip) {
+		ask_skip--;
+		return false;
+	}
+	for (s = registry; s; s = s->next) {
+		struct slot_bits b = { s, 0 };
+
+		/* asked is 0 in every stock here: no write to the others' lines. */
+		if (s == sl__tls_stock)
+			continue;
+		scan_stock(s, SL__LEDGER_MASK, match, arg, note_slot, &b);
+		if (!b.bits)
+			continue;
+		s->asked = ++ask_seq;
+		sl__store(&s->ask, b.bits | (s->asked << ASK_SEQ_SHIFT), SL_RELAXED);
+		pending++;
+	}
+	if (!pending)
+		return true;
+	/* Release: pairs with charge_flagged(); an owner that sees the
+	 * flag sees its ask. */
+	sl__store(&sl__stock_takers, sl__load(&sl__stock_takers, SL_RELAXED) | SL__TAKERS_ASK, SL_RELEASE);
+	wait = wait < ASK_WAIT_MIN_NS ? ASK_WAIT_MIN_NS : wait > ASK_WAIT_MAX_NS ? ASK_WAIT_MAX_NS : wait;
+	start = now_ns();
+	for (;;) {
+		pending = 0;
+		for (s = registry; s; s = s->next) {
+			/* Acquire: pairs with answer(); its folds into local
+			 * are seen. */
+			if (s->asked && sl__load(&s->answered, SL_ACQUIRE) == s->asked)
+				s->asked = 0;
+			pending += s->asked != 0;
+		}
+		if (!pending || now_ns() - start >= wait)
+			break;
+		if (sl__unlikely(sl__ask_hook != NULL))
+			sl__ask_hook();
+		/* No sched_yield(): on a busy machine it can cost a time slice,
+		 * far more than the fence this wait tries to save. */
+		cpu_relax();
+	}
+	sl__store(&sl__stock_takers, sl__load(&sl__stock_takers, SL_RELAXED) & ~SL__TAKERS_ASK, SL_RELAXED);
+	for (s = registry; s && pending; s = s->next)
+		if (s->asked) {
+			sl__store(&s->ask, 0, SL_RELAXED);
+			s->asked = 0;
+		}
+	if (pending) {
+		ask_backoff = ask_backoff ? (ask_backoff < ASK_BACKOFF_MAX ? 2 * ask_backoff : ask_backoff) : 1;
+		ask_skip = ask_backoff;
+		return false;
+	}
+	ask_backoff = 0;
+	sl__count(&sl__stock_answered_folds);
+	return true;
 }
 
 static uint64_t take(uint64_t mask, match_fn match, const void *arg)
@@ -448,10 +710,12 @@ static uint64_t take(uint64_t mask, match_fn match, const void *arg)
 	struct take tk = { .mask = mask, .flush = true };
 
 	pthread_mutex_lock(&registry_lock);
-	if (sl__stock_protocol == SL__STOCK_FENCE && !others_hold(mask, match, arg)) {
-		/* Only our own slots hold any: no fence, and no look at
-		 * the others (one may refill and go on plain-storing
-		 * after our look; to it, this take came first). */
+	if (sl__stock_protocol == SL__STOCK_FENCE &&
+	    (!others_hold(mask, match, arg) || (mask == SL__LEDGER_MASK && fold_by_owners(match, arg)))) {
+		/* Only our own slots hold any, or their owners folded the
+		 * rest: no fence, and no look at the others (one may refill
+		 * and go on plain-storing after our look; to it, this take
+		 * came first). */
 		if (sl__tls_stock)
 			scan_stock(sl__tls_stock, mask, match, arg, take_slot, &tk);
 	} else {

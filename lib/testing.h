@@ -8,6 +8,7 @@
 #define SL_TESTING_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <softlimit/softlimit.h>
 
@@ -28,5 +29,12 @@ extern void (*sl__fold_hook)(sl_group *g, bool exact);
  * first sl_tree_create(): 1 for the membarrier fence protocol, 0 for
  * compare-and-swap (SOFTLIMIT_MEMBARRIER=0, no membarrier, TSan). */
 extern int sl__stock_protocol;
+/* stock.c, fence protocol: folds whose owners all answered (no fence),
+ * and fences issued by takers. */
+extern _Atomic uint64_t sl__stock_answered_folds, sl__stock_fences;
+/* stock.c: called while a fold waits for owners to answer (under the
+ * registry lock; after the answers were looked at, before the time limit
+ * is), so that a test can have an owner charge exactly then. */
+extern void (*sl__ask_hook)(void);
 
 #endif /* SL_TESTING_H */

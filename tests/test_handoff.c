@@ -50,6 +50,7 @@ struct ring {
 static struct {
 	sl_group *g[GROUPS];
 	struct ring ring[THREADS]; /* ring[i]: thread i-1 hands to thread i */
+	unsigned groups; /* the producers charge g[0 .. groups - 1] */
 	atomic_bool stop;
 	atomic_ulong handed, short_uncharges;
 	double seconds;
@@ -105,7 +106,7 @@ static void *worker(void *arg)
 
 	while (!atomic_load_explicit(&H.stop, memory_order_relaxed)) {
 		if (producer) {
-			it.group = (uint16_t)rng_range(&rng, 0, GROUPS - 1);
+			it.group = (uint16_t)rng_range(&rng, 0, H.groups - 1);
 			it.amount = (uint16_t)rng_range(&rng, 1, 4096);
 			T_CHECK(sl_charge(H.g[it.group], it.amount, 0) == 0, "charge failed");
 			if (ring_push(out, it))
@@ -119,7 +120,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static void run(unsigned fold_rounds, uint64_t batch)
+static void run(unsigned fold_rounds, uint64_t batch, unsigned groups)
 {
 	struct sl_tree_opts o;
 	pthread_t th[THREADS];
@@ -127,6 +128,7 @@ static void run(unsigned fold_rounds, uint64_t batch)
 	sl_tree *t;
 	struct item it;
 	unsigned saved = sl__fold_rounds;
+	uint64_t answered0 = atomic_load(&sl__stock_answered_folds), fences0 = atomic_load(&sl__stock_fences);
 	int i;
 
 	sl_tree_opts_init(&o);
@@ -140,6 +142,7 @@ static void run(unsigned fold_rounds, uint64_t batch)
 		H.g[i] = group_new(i % 2 ? mid : sl_tree_root(t), name, SL_UNLIMITED);
 	}
 	memset(H.ring, 0, sizeof(H.ring));
+	H.groups = groups;
 	atomic_store(&H.stop, false);
 	atomic_store(&H.handed, 0);
 	atomic_store(&H.short_uncharges, 0);
@@ -161,9 +164,11 @@ static void run(unsigned fold_rounds, uint64_t batch)
 	for (i = 0; i < THREADS; i++)
 		while (ring_pop(&H.ring[i], &it))
 			uncharge_item(it);
-	printf("handoff (fold rounds %u, %s): %lu handoffs, %lu short uncharges\n", fold_rounds,
-	       batch == SL_BATCH_NONE ? "no stocks" : "default batch", atomic_load(&H.handed),
-	       atomic_load(&H.short_uncharges));
+	printf("handoff (fold rounds %u, %s, %u groups): %lu handoffs, %lu short uncharges, %lu folds answered by "
+	       "their owners, %lu fences\n", fold_rounds, batch == SL_BATCH_NONE ? "no stocks" : "default batch", groups,
+	       atomic_load(&H.handed), atomic_load(&H.short_uncharges),
+	       (unsigned long)(atomic_load(&sl__stock_answered_folds) - answered0),
+	       (unsigned long)(atomic_load(&sl__stock_fences) - fences0));
 	ASSERT_NO_THREAD_FAILURE();
 	ck_assert_uint_gt(atomic_load(&H.handed), 0);
 	/* Every unit came back: nothing lost, nothing counted twice. */
@@ -182,19 +187,28 @@ static void run(unsigned fold_rounds, uint64_t batch)
 
 START_TEST(handoff_every_shortfall_exact)
 {
-	run(0, 0);
+	run(0, 0, GROUPS);
 }
 END_TEST
 
 START_TEST(handoff_default_folds)
 {
-	run(2, 0);
+	run(2, 0, GROUPS);
+}
+END_TEST
+
+/* Two groups: no slot is rebound, so ledgers grow until consumers fold
+ * them (under the fence protocol: owners answering asks while others are
+ * fenced, exact checks and thread exits all at once). */
+START_TEST(handoff_folds_without_rebinds)
+{
+	run(2, 0, 2);
 }
 END_TEST
 
 START_TEST(handoff_without_stocks)
 {
-	run(0, SL_BATCH_NONE);
+	run(0, SL_BATCH_NONE, GROUPS);
 }
 END_TEST
 
@@ -389,6 +403,89 @@ START_TEST(every_fold_defeated_still_exact)
 END_TEST
 
 /*
+ * Fence protocol (lib/stock.c, "handover"): a fold of a ledger whose owner
+ * charges is answered by the owner, which folds its own ledger on its next
+ * charge, with no membarrier(); a fold of an idle owner's ledger waits a
+ * moment for an answer that does not come and takes it with the fence.
+ * Either way the units are found.  Under compare-and-swap neither happens
+ * (no counter moves) and the units are found all the same.  The owner's
+ * charge is played from the fold's wait (sl__ask_hook), so that it comes
+ * while the fold waits, however the machine schedules the threads.
+ */
+static unsigned ask_hooks;
+
+static void owner_charges_while_asked(void)
+{
+	if (ask_hooks++)
+		return;
+	T_CHECK(agent_do(&producer, 1, 1) == 0, "the owner's charge while asked");
+}
+
+START_TEST(a_charging_owner_answers_a_fold_an_idle_one_is_fenced)
+{
+	sl_tree *t = tree_new(0, SL_UNLIMITED);
+	bool fence = sl__stock_protocol == 1;
+	uint64_t answered0 = atomic_load(&sl__stock_answered_folds), fences0, answered1;
+	unsigned attempt;
+	pthread_t th;
+
+	race_g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	thread_failure_reset();
+	agent_start(&producer);
+	/* After asks that went unanswered (other tests', or a slow machine's)
+	 * folds fence without asking for a while: try until one asks. */
+	for (attempt = 0; attempt < 1000; attempt++) {
+		/* All 1000 in the owner's ledger; local is empty. */
+		ck_assert_int_eq(agent_do(&producer, 1, 1000), 0);
+		ask_hooks = 0;
+		sl__ask_hook = owner_charges_while_asked;
+		ck_assert_int_eq(sl_uncharge(race_g, 1000), 0);
+		sl__ask_hook = NULL;
+		/* The owner's charge of 1 during the fold is all that is left. */
+		ck_assert_uint_eq(usage_of(race_g), ask_hooks ? 1 : 0);
+		if (ask_hooks)
+			ck_assert_int_eq(agent_do(&producer, 2, 1), 0);
+		ck_assert_uint_eq(usage_of(race_g), 0);
+		if (!fence || ask_hooks)
+			break;
+	}
+	answered1 = atomic_load(&sl__stock_answered_folds);
+	if (fence) {
+		ck_assert_uint_eq(ask_hooks, 1);
+		ck_assert_uint_eq(answered1, answered0 + 1);
+	} else {
+		ck_assert_uint_eq(ask_hooks, 0);
+		ck_assert_uint_eq(answered1, answered0);
+	}
+	agent_stop(&producer);
+
+	/* An idle owner: parked, it never answers. */
+	over_g = race_g;
+	gate_init(&parked);
+	gate_init(&release_parked);
+	start_thread(&th, charge_and_park, NULL);
+	gate_wait(&parked);
+	fences0 = atomic_load(&sl__stock_fences);
+	ck_assert_int_eq(sl_uncharge(race_g, 1000), 0);
+	ck_assert_uint_eq(usage_of(race_g), 0);
+	ck_assert_uint_eq(atomic_load(&sl__stock_answered_folds), answered1);
+	if (fence)
+		ck_assert_uint_gt(atomic_load(&sl__stock_fences), fences0);
+	else
+		ck_assert_uint_eq(atomic_load(&sl__stock_fences), fences0);
+	ck_assert_int_eq(sl_uncharge(race_g, 1), -EINVAL);
+	gate_open(&release_parked);
+	join_thread(th);
+	gate_destroy(&parked);
+	gate_destroy(&release_parked);
+	ASSERT_NO_THREAD_FAILURE();
+	assert_empty(race_g, "g");
+	assert_tree_ok(t);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+/*
  * The stocks' protocol (lib/stock.c) is the membarrier fence wherever the
  * kernel has it, so that these tests and the torture in ordinary builds
  * exercise it, and compare-and-swap under SOFTLIMIT_MEMBARRIER=0 (which
@@ -425,9 +522,11 @@ int main(void)
 	tcase_add_test(tc, the_stock_protocol_is_the_fence_where_the_kernel_has_it);
 	tcase_add_test(tc, handoff_every_shortfall_exact);
 	tcase_add_test(tc, handoff_default_folds);
+	tcase_add_test(tc, handoff_folds_without_rebinds);
 	tcase_add_test(tc, handoff_without_stocks);
 	tcase_add_test(tc, over_uncharge_across_ledgers);
 	tcase_add_test(tc, every_fold_defeated_still_exact);
+	tcase_add_test(tc, a_charging_owner_answers_a_fold_an_idle_one_is_fenced);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
