@@ -171,7 +171,7 @@ inline drain_mine(top, du)
 	unlock(reglock) /* stock.c:483 */
 }
 
-/* reclaim.c:sl__own_of:36-42: local plus this thread's ledger */
+/* reclaim.c:sl__own_of:39-42: local plus this thread's ledger */
 #define own_of(g) (lcl[g] + (sgroup[me] == g -> sledger[me] : 0))
 
 /*
@@ -690,15 +690,15 @@ inline charge(g, amt, flags, rc)
 inline destroy(g, rc)
 {
 	op_begin();
-	/* tree.c:260-268 wait for the pins under both locks (a spinning wait
+	/* tree.c:263-271 wait for the pins under both locks (a spinning wait
 	 * is a blocking guard) */
 	atomic { tlock == 0 && pins[g] == 0 -> tlock = 1 }
-	drain_group(g, du); /* tree.c:274 */
-	quiesce(); /* tree.c:275 */
+	drain_group(g, du); /* tree.c:277 */
+	quiesce(); /* tree.c:278 */
 	if
-	:: lcl[g] || count[g] -> rc = EBUSY /* tree.c:276-277 */
+	:: lcl[g] || count[g] -> rc = EBUSY /* tree.c:279-280 */
 	:: else ->
-		dead[g] = 1; /* tree.c:300 */
+		dead[g] = 1; /* tree.c:302 */
 		rc = OK
 	fi;
 	unlock(tlock);
