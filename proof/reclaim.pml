@@ -1,57 +1,126 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Concurrent reclaim at max: the at-max loop of atmax.c, the engine's
- * claims of reclaim.c under claim_lock, pins against sl_group_destroy()
- * (tree.c), and the room handed to the charger through a stock refill.
+ * Concurrent reclaim at max, as lib/ has it now: the at-max sequence of
+ * atmax.c (own stock first, reclaim for the need plus a batch served by
+ * pass 1 only, other threads' idle units only in a round without progress,
+ * a bounded number of such rounds, then -ENOMEM or SL_FORCE), the engine of
+ * reclaim.c (one callback per group at a time, claims under claim_lock that
+ * read claimed before usage), GUARANTEE's pass 1 (victims.c,
+ * policy_guarantee.c) and pass 2 (proportional.c), pins against
+ * sl_group_destroy() (tree.c), and the room handed to the charger through a
+ * stock refill.  Every step names file:function:line of the C code.
  *
- * The tree: R (max 3) with children A (min 1, a reclaim callback) and B (no
- * callback).  At the start the host holds 2 units of A.  Three threads:
- *   thread 0  charges 1 unit to R with SL_FORCE; its A callback is
- *             re-entrant: it frees what it is asked and charges 1 unit of A
- *             back (SL_NORECLAIM, as inside any callback), which refills
- *             its stock (the forced-charge bug);
- *   thread 1  charges 1 unit to R (may reclaim);
- *   thread 2  charges 1 unit to B (SL_NORECLAIM), uncharges it, destroys B
- *             while reclaims may hold B pinned.
- * The policy is abstracted: a reclaim of R asks A then B once each, floor
- * 0 for the group itself and the min of every level up to the scope (pass
- * 2 of GUARANTEE and GATEKEEPER: policy->min_on_path).  Which groups a real
- * policy asks, in which order, and for how much comes out of its pass 1;
- * the claims below do not depend on it.
+ * Configurations (the tree R with children A, which has a reclaim callback
+ * and min 1, and B, which has none; the host holds 2 units of A):
+ *
+ * -DCFG_PAIR: R max 2, so both charges start at max and reclaim A at once.
+ *     thread 0  charges 1 unit to R with SL_FORCE; with -DREENTRANT its A
+ *               callback also charges 1 unit of A (SL_NORECLAIM, as any
+ *               charge inside a callback), which may refill its stock;
+ *     thread 1  charges 1 unit to R (may reclaim).
+ * -DCFG_DESTROY: R max 3.
+ *     thread 0  charges 1 unit to R (may reclaim; -DREENTRANT as above);
+ *     thread 1  charges 1 unit to B (SL_NORECLAIM), uncharges it, destroys
+ *               B while thread 0's reclaims may hold B pinned.
+ * (default) R max 3, three threads: thread 0 and thread 1 of CFG_PAIR and
+ *   thread 1 of CFG_DESTROY.  Too large to check in minutes (more than 60 M
+ *   states unfinished); the two configurations above split its roles.
+ * -DCFG_CLAIM_REFILL: R unlimited, A min 2, the host holds 3 units of A.
+ *   Thread 0 calls sl_reclaim(R, 3); thread 1 charges 1 unit to A
+ *   (SL_NORECLAIM) through a stock refill, then exits.  A known failure of
+ *   the C code (claim() takes usage and the stocks' units at two different
+ *   times), see proof/README.md.
+ *
+ * Abstractions beyond softlimit.pml's:
+ *  - the policy is GUARANTEE with soft 0 everywhere, so every group with a
+ *    count is an over-soft candidate; pass 1 asks A for its own charges,
+ *    pass 2 asks A for what it holds above min.  B has no callback and is
+ *    never asked (reclaim.c:169), but both passes pin it;
+ *  - RETRIES rounds without progress (atmax.c:13: 16, as proof/check.sh
+ *    runs it; the default 2 suffices for the no-false-ENOMEM property,
+ *    which looks only at charges that ran alone: alone, the first round
+ *    without progress ends in a drain of every stock (atmax.c:149), after
+ *    which nothing changes but what this charge does); WAIT_ROUNDS (4096
+ *    in atmax.c:15; check.sh: 4) and PROP_ROUNDS (proportional.c:12: 8,
+ *    as check.sh runs it), default 1 each;
+ *  - no OOM handler (ask_oom_handler() declines: atmax.c:157-158);
+ *  - reclaim_batch is SL_RECLAIM_BATCH_DEFAULT, but atmax.c:36 caps it at
+ *    max / 16, which is 0 for these maxes, so target == must.
  *
  * Properties:
- *   - a callback is never asked to take A below its min;
+ *   - min: a callback is never asked to take its group below min: after it
+ *     frees, the host's units of the group and those of charges to it in
+ *     flight (counted as the host's from the charge's start: a generous
+ *     reading) are at least min (softlimit.h, sl_reclaim(): "callbacks that
+ *     free at most what they are asked keep every min exact"; the model's
+ *     callback frees exactly what it is asked);
  *   - a forced charge passes only maxes that the host's units (with the
  *     forced ones) are over, when no other call ran during it;
  *   - an unforced charge fails with -ENOMEM only if the host's units that
- *     no callback may free leave no room, when no other call ran during it;
+ *     no callback may free leave no room (all of them with SL_NORECLAIM),
+ *     when no other call ran during it and its callback does not charge
+ *     back what it frees (softlimit.h, sl_charge(): it fails only when
+ *     reclaim cannot make progress, and other threads' stocks are drained
+ *     before failing);
  *   - a reclaim never touches a destroyed group; destroy of the empty B
- *     succeeds; every claim is given back;
+ *     succeeds; every claim, pin and callback turn is given back;
  *   - the monitor of stock.pml (a max never passed by an unforced charge);
  *   - at the end, counters and host units agree; no deadlock.
  */
+#if defined(CFG_CLAIM_REFILL) || defined(CFG_PAIR) || defined(CFG_DESTROY)
+#define NT 2
+#endif
 #include "softlimit.pml"
 
 #ifndef RETRIES
-#define RETRIES 1	/* atmax.c:13 SL__RECLAIM_RETRIES is 16 */
+#define RETRIES 2	/* atmax.c:13 SL__RECLAIM_RETRIES is 16 */
 #endif
 #ifndef WAIT_ROUNDS
 #define WAIT_ROUNDS 1	/* atmax.c:15 SL__WAIT_ROUNDS is 4096 */
 #endif
+#ifndef PROP_ROUNDS
+#define PROP_ROUNDS 1	/* proportional.c:12 PROPORTIONAL_ROUNDS is 8 */
+#endif
+#define RECLAIM_BATCH 250	/* tree.c:31 SL_RECLAIM_BATCH_DEFAULT (131072), capped below */
 
-byte claimed[NG];
+byte claimed[NG];	/* internal.h sl_group.claimed */
 byte pins[NG];
+bit incb[NG];		/* internal.h sl_group.in_callback */
 bit dead[NG];
 byte progress;		/* internal.h sl_tree.progress */
 byte reclaimers;
 bit tlock;		/* tree.c: t->lock and t->index_lock, taken together */
 bit claimlock;		/* internal.h sl_tree.claim_lock */
 bit has_callback[NG];
+byte pend[NG];		/* ghost: units of charges to g in flight */
+
+/* This thread's A callback charges back what it frees (REENTRANT): its
+ * reclaims make no progress (reclaim.c:187-190 measures own charges), and
+ * a charge that fails after rounds without progress keeps the rule of
+ * softlimit.h's sl_charge() ("or the callbacks freed nothing"), so the
+ * no-false-ENOMEM check does not apply to it. */
+#ifdef REENTRANT
+#define recharges (me == 0)
+#else
+#define recharges 0
+#endif
 
 #define FORCE 2
 #define NORECLAIM 1
 
-/* stock.c:sl__stock_units:365-373: units that stocks hold for top's subtree */
+/* A charge starts (ghost): op_begin() and the units it will hand out. */
+inline charge_begin(g, amt)
+{
+	atomic {
+		busy++;
+		gen++;
+		quiet = (busy == 1);
+		mygen = gen;
+		pend[g] = pend[g] + (amt)
+	}
+}
+
+/* stock.c:sl__stock_units:529-537: units that stocks hold for top's subtree */
 inline stock_units(top, n)
 {
 	lock(reglock);
@@ -72,13 +141,48 @@ inline stock_units(top, n)
 	unlock(reglock)
 }
 
-/* reclaim.c:sl__own_of:230-233: local plus this thread's ledger */
+/* stock.c:sl__stock_drain_mine:475-485: take this thread's own slot if it
+ * is bound in top's subtree (only its owner or a taker under the registry
+ * lock, which we hold, writes it: one step). */
+inline drain_mine(top, du)
+{
+	du = 0;
+	lock(reglock); /* stock.c:481 */
+	atomic {
+		if
+		:: sgroup[me] != NONE && is_ancestor(top, sgroup[me]) ->
+			tu = sunits[me];
+			tl = sledger[me];
+			sunits[me] = 0;
+			sledger[me] = 0
+		:: else
+		fi
+	}
+	if
+	:: tu || tl ->
+		sg = sgroup[me];
+		slot_flush(sg, tu, tl); /* stock.c:take_slot */
+		du = tu;
+		sg = 0;
+		tu = 0;
+		tl = 0
+	:: else
+	fi;
+	unlock(reglock) /* stock.c:483 */
+}
+
+/* reclaim.c:sl__own_of:39-42: local plus this thread's ledger */
 #define own_of(g) (lcl[g] + (sgroup[me] == g -> sledger[me] : 0))
 
-/* A charge inside a callback: SL_NORECLAIM through charge.c's fast path, a
- * refill and an exact charge (sl__reclaim_forbidden(): no reclaim). */
+/*
+ * A charge inside a callback: charge.c:sl_charge:41-72 (fast path),
+ * sl__charge_slow:30-32 (refill), charge_exact:13-19, and sl__at_max() with
+ * SL_NORECLAIM: atmax.c:114-117 drains the subtree of the group in the way
+ * and retries (:165-169) if that gave units back, else :123-124 gives up.
+ */
 inline nested_charge(g, amt)
 {
+	atomic { pend[g] = pend[g] + (amt) }
 	charge_fast(me, g, amt, nrc);
 	if
 	:: nrc == OK -> skip
@@ -87,53 +191,71 @@ inline nested_charge(g, amt)
 		if
 		:: nrc == 0 -> skip
 		:: else ->
-			counter_try(g, amt, 0, nrc, cfail);
+			counter_try(g, amt, 0, nrc, nfail);
 			if
-			:: nrc == OK -> lcl[g] = lcl[g] + (amt)
-			:: else
+			:: nrc == OK -> lcl[g] = lcl[g] + (amt) /* charge.c:18 */
+			:: else ->
+				drain_subtree(nfail, du); /* atmax.c:116 */
+				if
+				:: du ->
+					stock_refill(me, g, amt, nrc); /* atmax.c:165 */
+					if
+					:: nrc == 0 -> skip
+					:: else ->
+						counter_try(g, amt, 0, nrc, nfail); /* atmax.c:167 */
+						if
+						:: nrc == OK -> lcl[g] = lcl[g] + (amt) /* atmax.c:180-181 */
+						:: else
+						fi
+					fi
+				:: else
+				fi
 			fi
 		fi
 	fi;
-	if
-	:: nrc == OK -> hu[g] = hu[g] + (amt)
-	:: else
-	fi;
-	nrc = 0
+	atomic {
+		if
+		:: nrc == OK -> hu[g] = hu[g] + (amt)
+		:: else
+		fi;
+		pend[g] = pend[g] - (amt)
+	}
+	nrc = 0;
+	nfail = 0;
+	du = 0
 }
 
-/* reclaim.c:claim:277-307 */
-inline claim(g, scope, want)
+/* reclaim.c:claim:86-122 (step floors: none, soft is 0) */
+inline claim(g, want)
 {
-	lock(claimlock); /* reclaim.c:283 */
+	lock(claimlock); /* reclaim.c:92 */
 	p = g;
-	do /* reclaim.c:284 up to the scope */
-	:: p == parent(scope) || want == 0 -> break
+	do /* reclaim.c:93 up to the scope (R) */
+	:: p == NONE || want == 0 -> break
 	:: else ->
-		/* reclaim.c:285-292 the floor: the min on the path (step floors:
-		 * none in pass 2) */
 		if
-		:: minv[p] ->
+		:: minv[p] -> /* reclaim.c:96-101: min_on_path */
 #ifdef MUTANT_CLAIM_ORDER
-			/* the order before the fix: usage, then claimed.  A reclaim
-			 * whose callback frees and unclaims between the two reads is
-			 * counted neither in usage nor in claimed: a claim into min */
-			stock_units(p, n); /* reclaim.c:295-296 real usage */
-			usage = count[p] - min2(count[p], n);
-			taken = claimed[p] + minv[p]; /* reclaim.c:297 */
+			/* the order before c871bc1: usage, then claimed (caught
+			 * only with MUTANT_NO_CALLBACK_TURNS too: with turns no
+			 * other claim on A comes and goes during ours) */
+			usage = count[p]; /* reclaim.c:111 */
+			stock_units(p, n); /* reclaim.c:112 */
+			usage = usage - min2(usage, n);
+			taken = claimed[p] + minv[p]; /* reclaim.c:108 */
 #else
-			/* reclaim.c:claim: claimed first, then usage: a reclaim that
-			 * unclaims after we read claimed freed before we read usage */
-			taken = claimed[p] + minv[p];
-			stock_units(p, n);
-			usage = count[p] - min2(count[p], n);
+			taken = claimed[p] + minv[p]; /* reclaim.c:108 claimed first */
+			usage = count[p]; /* reclaim.c:111 then usage */
+			stock_units(p, n); /* reclaim.c:112 less the stocks' units */
+			usage = usage - min2(usage, n);
 #endif
-			want = min2(want, (usage > taken -> usage - taken : 0))
+			want = min2(want, (usage > taken -> usage - taken : 0)) /* reclaim.c:113 */
 		:: else
 		fi;
 		p = parent(p)
 	od;
 	if
-	:: want -> /* reclaim.c:302-304 */
+	:: want -> /* reclaim.c:117-119 */
 		q = g;
 		do
 		:: q == NONE -> break
@@ -143,7 +265,7 @@ inline claim(g, scope, want)
 		od
 	:: else
 	fi;
-	unlock(claimlock); /* reclaim.c:305 */
+	unlock(claimlock); /* reclaim.c:120 */
 	p = 0;
 	q = 0;
 	n = 0;
@@ -151,54 +273,68 @@ inline claim(g, scope, want)
 	taken = 0
 }
 
-/* reclaim.c:sl__reclaim_group:324-355, for a group pinned by the caller */
-inline reclaim_group(g, scope)
+#ifdef MUTANT_NO_CALLBACK_TURNS
+/* before ef74639: callbacks of one group run on several threads at once */
+#define cb_begin(g) skip
+#define cb_end(g) skip
+#else
+#define cb_begin(g) lock(incb[g])
+#define cb_end(g) unlock(incb[g])
+#endif
+
+/* reclaim.c:sl__reclaim_group:164-199 for a group the caller pinned,
+ * asked for ask units (floor 0: the min on the path is claim()'s). */
+inline reclaim_group(g)
 {
 	if
-	:: freed >= target || !has_callback[g] -> skip /* reclaim.c:329 */
+	:: freed >= target || !has_callback[g] -> skip /* reclaim.c:169-170 */
 	:: else ->
 		assert(!dead[g]); /* pinned: never freed under us */
-		before = own_of(g); /* reclaim.c:333 */
-		want = min2(target - freed, before); /* reclaim.c:334 */
+		cb_begin(g); /* reclaim.c:171 callback_begin():140-150 */
+		before = own_of(g); /* reclaim.c:174 */
+		want = min2(min2(ask, target - freed), before); /* reclaim.c:175 */
 		if
-		:: want -> claim(g, scope, want) /* reclaim.c:335 */
+		:: want -> claim(g, want) /* reclaim.c:176 */
 		:: else
 		fi;
 		if
 		:: want ->
-			/* reclaim.c:339 the host's callback: it frees what it
+			/* reclaim.c:182 the host's callback: it frees what it
 			 * holds of g, up to want, through sl_uncharge() */
 			ret = min2(want, hu[g]);
-			/* min is never reclaimed: the host's units stay at or above it */
-			assert(hu[g] - ret >= minv[g]);
+			/* min is never reclaimed */
+			assert(hu[g] + pend[g] - ret >= minv[g]);
 			if
-			:: ret -> uncharge(me, g, ret, rc2)
+			:: ret ->
+				uncharge(me, g, ret, rc2);
+				assert(rc2 == OK)
 			:: else
 			fi;
-			assert(rc2 == OK);
 #ifdef REENTRANT
 			if
 			:: me == 0 -> nested_charge(g, 1) /* the callback allocates */
 			:: else
 			fi;
 #endif
-			after = own_of(g); /* reclaim.c:341 */
-			q = g; /* reclaim.c:342 unclaim() :309-315 */
+			after = own_of(g); /* reclaim.c:184 */
+			q = g; /* reclaim.c:185 unclaim():124-131 */
 			do
 			:: q == NONE -> break
 			:: else ->
 				claimed[q] = claimed[q] - want;
 				q = parent(q)
 			od;
-			/* reclaim.c:343-353 measured progress */
+			cb_end(g); /* reclaim.c:186 callback_end():152-155 */
+			/* reclaim.c:187-197 measured progress */
 			got = min2(ret, (before > after -> before - after : 0));
 			if
 			:: got ->
-				progress = progress + got; /* reclaim.c:349 */
-				freed = freed + got /* reclaim.c:353 */
+				progress = progress + got; /* reclaim.c:193 */
+				freed = freed + got /* reclaim.c:197 */
 			:: else
 			fi
-		:: else
+		:: else ->
+			cb_end(g) /* reclaim.c:177 */
 		fi
 	fi;
 	before = 0;
@@ -206,54 +342,172 @@ inline reclaim_group(g, scope)
 	want = 0;
 	ret = 0;
 	got = 0;
-	rc2 = 0
+	rc2 = 0;
+	ask = 0
 }
 
-/* Pin g for a reclaim: under the topology lock, only while it is in the
- * tree (reclaim.c:sl__pin:242-248 from a snapshot or a candidate). */
-inline pin_ask(g, scope)
+/* proportional.c:sl__proportional:144-150, a round's start: refresh and
+ * rec.  Only A can give (R and B have no callback, so own 0: :79); rec(A)
+ * is what it holds, at most its usage, above its min (:90-97).
+ * take_subtree(R):102-128 gives R's own share, 0, to R (:122, no
+ * callback: reclaim.c:169) and A all the rest (:121, split.c: a part of
+ * weight 0 gets nothing); take_subtree(A) asks A (:122). */
+inline prop_round_ask()
 {
-	lock(tlock);
-	pinned = !dead[g];
 	if
-	:: pinned -> pins[g]++
-	:: else
-	fi;
-	unlock(tlock);
-	if
-	:: pinned ->
-		reclaim_group(g, scope);
-		pins[g]-- /* reclaim.c:sl__unpin:250-255 */
-	:: else
-	fi;
-	pinned = 0
+	:: prd < PROP_ROUNDS && pgot < pamt && freed < target -> /* :144 */
+		ua = count[A];
+		ask = min2(own_of(A), ua);
+		ask = min2(ask, (ua > minv[A] -> ua - minv[A] : 0));
+		ask = min2(pamt - pgot, ask);
+		ua = 0;
+		pfreed = freed
+	:: else -> ask = 0
+	fi
 }
 
-/* reclaim.c:sl__reclaim:361-375 */
-inline reclaim(scope, tgt)
+/*
+ * reclaim.c:sl__reclaim:212-228 with GUARANTEE (policy_guarantee.c:54-57:
+ * victims.c:sl__reclaim_by_excess:143-160): the scope's own charges, pass
+ * 1 over the candidates, then pass 2 (proportional.c:sl__proportional:
+ * 134-158).  Every ask of A goes through the one reclaim_group() below
+ * (ph 1: pass 1, ph 2: pass 2's rounds), which keeps the model small.
+ */
+inline reclaim(scope, tgt, mst, drn)
 {
-	reclaimers++; /* reclaim.c:366 */
+	reclaimers++; /* reclaim.c:217 */
 	target = tgt;
+	must = mst;
 	freed = 0;
-	drain_subtree(scope, du); /* reclaim.c:370 */
-	/* reclaim.c:371 the policy: A, then B */
-	pin_ask(A, scope);
-	pin_ask(B, scope);
-	reclaimers--; /* reclaim.c:373 */
-	target = 0
+	if
+	:: drn -> drain_subtree(scope, du) /* reclaim.c:222-223 */
+	:: else
+	fi;
+	/* victims.c:148 the scope's own charges: R has no callback
+	 * (reclaim.c:169) */
+	ask = 0;
+	if
+	:: freed < target -> /* victims.c:149 */
+		/* victims.c:150 sl__over_collect() under the index lock
+		 * (overindex.c:collect:124-148): the groups in the scope but the
+		 * scope with count > soft (0), pinned (victims.c:add_cand:29) */
+		lock(tlock);
+		cand_a = !dead[A] && count[A] > 0;
+		cand_b = !dead[B] && count[B] > 0;
+		if
+		:: cand_a -> pins[A]++
+		:: else
+		fi;
+		if
+		:: cand_b -> pins[B]++
+		:: else
+		fi;
+		unlock(tlock);
+		/* policy_guarantee.c:pass1:48-51: A's excess is its own
+		 * charges (victims.c:excess_of:49-50, soft 0), B's is 0 */
+		if
+		:: cand_a ->
+			ask = own_of(A);
+			if
+			:: ask ->
+				/* policy_guarantee.c:49 and shrink:25 */
+				ask = min2(ask, target - freed);
+				ask = min2(own_of(A), ask)
+			:: else
+			fi
+		:: else
+		fi
+	:: else
+	fi;
+	ph = 1;
+	do
+	:: /* pass 1: shrink():25 (floor soft 0, so :26-27 out); pass 2:
+	    * proportional.c:122 in take_subtree(A) */
+		if
+		:: ask -> reclaim_group(A)
+		:: else
+		fi;
+		if
+		:: ph == 1 ->
+			/* victims.c:156 victims_release():33-40 */
+			if
+			:: cand_a -> pins[A]--
+			:: else
+			fi;
+			if
+			:: cand_b -> pins[B]--
+			:: else
+			fi;
+			cand_a = 0;
+			cand_b = 0;
+			/* victims.c:158 sl__pass2_begin(): reclaim.c:232-237 */
+			if
+			:: target > must -> target = (must > freed -> must : freed)
+			:: else
+			fi;
+			if
+			:: freed < target -> /* victims.c:159 */
+				pamt = target - freed;
+				/* proportional.c:141 sl__snapshot():27-58
+				 * pins every group under the topology lock */
+				lock(tlock);
+				pins[R]++;
+				pins[A]++; /* A is never destroyed */
+				snapb = !dead[B];
+				if
+				:: snapb -> pins[B]++
+				:: else
+				fi;
+				unlock(tlock);
+				ph = 2;
+				prop_round_ask()
+			:: else -> break
+			fi
+		:: ph == 2 && ask && freed != pfreed ->
+			pgot = pgot + freed - pfreed; /* proportional.c:154 */
+			prd++;
+			prop_round_ask()
+		:: else -> break /* proportional.c:107-109, :144, :152-153 */
+		fi;
+		if
+		:: ph == 2 && ask == 0 -> break
+		:: else
+		fi
+	od;
+	if
+	:: ph == 2 ->
+		/* proportional.c:156 sl__snapshot_free():63-70 */
+		pins[R]--;
+		pins[A]--;
+		if
+		:: snapb -> pins[B]--
+		:: else
+		fi
+	:: else
+	fi;
+	ph = 0;
+	snapb = 0;
+	pamt = 0;
+	pgot = 0;
+	prd = 0;
+	pfreed = 0;
+	reclaimers--; /* reclaim.c:226 */
+	target = 0;
+	must = 0;
+	du = 0
 }
 
-/* atmax.c:reclaim_for_charge:23-38 (reclaim_batch 0) */
+/* atmax.c:reclaim_for_charge:23-38 */
 inline reclaim_for_charge(at, need, rf)
 {
-	drain_subtree(at, du); /* atmax.c:28 */
 	cnt = count[at]; /* atmax.c:29 */
-	mx = maxv[at];
+	mx = maxv[at]; /* atmax.c:30 */
 	if
 	:: mx >= need && cnt <= mx - need -> rf = 1 /* atmax.c:31-32 */
-	:: need > mx -> rf = 0
+	:: need > mx -> rf = 0 /* atmax.c:33-34 */
 	:: else ->
-		reclaim(at, cnt - (mx - need)); /* atmax.c:37 */
+		/* atmax.c:36-37 the batch (at most max / 16) for pass 1 only */
+		reclaim(at, cnt - (mx - need) + min2(RECLAIM_BATCH, mx / 16), cnt - (mx - need), 0);
 		rf = freed
 	fi;
 	cnt = 0;
@@ -269,13 +523,17 @@ inline force_room(g, amt)
 	:: p == NONE -> break
 	:: else ->
 		if
-		:: count[p] + (amt) > maxv[p] -> top = p /* atmax.c:73-74 */
+		:: count[p] + (amt) > maxv[p] -> top = p /* atmax.c:71-74 */
 		:: else
 		fi;
 		p = parent(p)
 	od;
 #ifdef MUTANT_FORCE_NO_DRAIN
-	/* the bug (before 7c95736): no drain where the charge drained before */
+	/* the bug (before 7c95736): no drain where the charge drained before.
+	 * No longer caught: today every round without progress ends in a
+	 * drain of the subtree (atmax.c:149) and the loop breaks only after
+	 * one, so in a charge that runs alone nothing refills a stock between
+	 * that drain and this one (see proof/README.md). */
 	if
 	:: top != NONE && !(dr != NONE && is_ancestor(dr, top)) -> drain_subtree(top, du)
 	:: else
@@ -287,149 +545,203 @@ inline force_room(g, amt)
 	fi;
 #endif
 	top = 0;
-	p = 0
+	p = 0;
+	du = 0
 }
 
-/* sl_charge() with reclaim: charge.c:183-200, :169-181, :157-167 and
- * atmax.c:sl__at_max:92-175 (no OOM handler). */
+/* atmax.c:sl__at_max:92-183 (no OOM handler); rc in: -ENOMEM from
+ * charge_exact(), failg the group in the way. */
+inline at_max(g, amt, flags, rc)
+{
+	mayr = !((flags) & NORECLAIM); /* atmax.c:95 */
+	dr = NONE; /* atmax.c:98 */
+	idle = 0;
+	waits = 0;
+	do /* atmax.c:102 */
+	:: retry = 0;
+		if
+		:: dr == NONE || !is_ancestor(dr, failg) -> /* atmax.c:114 */
+			dr = failg;
+			if /* atmax.c:116 */
+			:: mayr -> drain_mine(failg, du)
+			:: else -> drain_subtree(failg, du)
+			fi;
+			retry = (du != 0);
+			du = 0
+		:: else
+		fi;
+		if
+		:: retry -> skip /* atmax.c:117 */
+		:: !retry && !mayr -> break /* atmax.c:123-124 */
+		:: !retry && mayr && idle >= RETRIES -> break /* atmax.c:154-158 */
+		:: !retry && mayr && idle < RETRIES ->
+			seen = progress; /* atmax.c:126 */
+#ifndef MUTANT_FORCE_NO_DRAIN
+			dr = NONE; /* atmax.c:131 */
+#endif
+			reclaim_for_charge(failg, amt, rf); /* atmax.c:132 */
+			if
+			:: rf -> idle = 0 /* atmax.c:133 */
+			:: !rf && progress != seen -> idle = 0 /* atmax.c:136-138 */
+			:: !rf && progress == seen && reclaimers && waits < WAIT_ROUNDS ->
+				waits++ /* atmax.c:140-144 */
+			:: else ->
+				idle++; /* atmax.c:148 */
+				drain_subtree(failg, du); /* atmax.c:149 */
+				du = 0
+			fi;
+			rf = 0
+		fi;
+		/* atmax.c:161-169 retry: a refill first, then exactly */
+		if
+		:: (amt) <= BATCH -> stock_refill(me, g, amt, rc)
+		:: else -> rc = 1
+		fi;
+		if
+		:: rc == 0 -> /* atmax.c:165-166 */
+			viastock = 1;
+			break
+		:: else
+		fi;
+		counter_try(g, amt, 0, rc, failg); /* atmax.c:167 */
+		if
+		:: rc != ENOMEM -> break /* atmax.c:168-169 */
+		:: else
+		fi
+	od;
+	if
+	:: rc == ENOMEM && !((flags) & FORCE) ->
+		/* atmax.c:171-174; no false -ENOMEM: the host's units leave
+		 * no room, those that A's callback may free aside unless the
+		 * charge may not reclaim (SL_NORECLAIM: "fail at once") */
+		assert(!(quiet && gen == mygen) || recharges ||
+		       hu_sub(failg) - (mayr -> hu[A] - minv[A] : 0) + (amt) > maxv[failg])
+	:: rc == ENOMEM && ((flags) & FORCE) ->
+		force_room(g, amt); /* atmax.c:176 */
+		counter_try(g, amt, 1, rc, failg); /* atmax.c:178 */
+		lcl[g] = lcl[g] + (amt); /* atmax.c:180-181 */
+		atomic {
+			hu[g] = hu[g] + (amt);
+			p = g;
+			do
+			:: p == NONE -> break
+			:: else ->
+				if
+				:: count[p] > maxv[p] ->
+					/* only real usage is over max */
+					assert(!(quiet && gen == mygen) || hu_sub(p) > maxv[p])
+				:: else
+				fi;
+				p = parent(p)
+			od;
+			p = 0;
+			hu[g] = hu[g] - (amt)
+		}
+	:: rc == OK && !viastock -> lcl[g] = lcl[g] + (amt) /* atmax.c:180-181 */
+	:: else
+	fi;
+	if
+	:: viastock -> rc = OK
+	:: else
+	fi;
+	viastock = 0;
+	mayr = 0;
+	dr = 0;
+	idle = 0;
+	waits = 0;
+	seen = 0;
+	retry = 0
+}
+
+/* sl_charge(): charge.c:sl_charge:41-72 (fast path), sl__charge_slow:22-34
+ * (a refill), charge_exact:10-20, then atmax.c:sl__at_max(). */
 inline charge(g, amt, flags, rc)
 {
-	op_begin();
+	charge_begin(g, amt);
 	charge_fast(me, g, amt, rc);
 	if
 	:: rc == OK -> skip
 	:: else ->
-		stock_refill(me, g, amt, rc);
+		if
+		:: (amt) <= BATCH -> stock_refill(me, g, amt, rc) /* charge.c:30-32 */
+		:: else -> rc = 1
+		fi;
 		if
 		:: rc == 0 -> skip
 		:: else ->
-			counter_try(g, amt, 0, rc, failg);
+			counter_try(g, amt, 0, rc, failg); /* charge.c:13 */
 			if
-			:: rc == OK -> lcl[g] = lcl[g] + (amt)
-			:: else ->
-				dr = NONE;
-				idle = 0;
-				waits = 0;
-				do
-				:: /* atmax.c:109-113 */
-					retry = 0;
-					if
-					:: dr == NONE || !is_ancestor(dr, failg) ->
-						dr = failg;
-						drain_subtree(failg, du);
-						retry = (du != 0)
-					:: else
-					fi;
-					if
-					:: !retry && (flags & NORECLAIM) -> break /* atmax.c:118 */
-					:: !retry && !(flags & NORECLAIM) && idle >= RETRIES -> break /* atmax.c:146-150 */
-					:: !retry && !(flags & NORECLAIM) && idle < RETRIES ->
-						seen = progress; /* atmax.c:121 */
-#ifndef MUTANT_FORCE_NO_DRAIN
-						dr = NONE; /* atmax.c:126 */
-#endif
-						reclaim_for_charge(failg, amt, rf); /* atmax.c:127 */
-						if
-						:: rf -> idle = 0 /* atmax.c:128 */
-						:: !rf && progress != seen -> idle = 0 /* atmax.c:131-133 */
-						:: !rf && progress == seen && reclaimers && waits < WAIT_ROUNDS ->
-							waits++ /* atmax.c:135-139 */
-						:: else -> idle++ /* atmax.c:141 */
-						fi;
-						rf = 0
-					:: else
-					fi;
-					/* atmax.c:153-161 retry */
-					stock_refill(me, g, amt, rc);
-					if
-					:: rc == 0 -> break
-					:: else
-					fi;
-					counter_try(g, amt, 0, rc, failg);
-					if
-					:: rc == OK ->
-						lcl[g] = lcl[g] + (amt); /* atmax.c:172-173 */
-						break
-					:: else
-					fi
-				od;
-				if
-				:: rc == ENOMEM && !(flags & FORCE) ->
-					/* atmax.c:164-166; no false -ENOMEM: the host's units
-					 * that A's callback may not free leave no room */
-					assert(!(quiet && gen == mygen) ||
-					       hu_sub(failg) - (hu[A] - minv[A]) + (amt) > maxv[failg])
-				:: rc == ENOMEM && (flags & FORCE) ->
-					force_room(g, amt); /* atmax.c:168 */
-					counter_try(g, amt, 1, rc, failg); /* atmax.c:170 */
-					lcl[g] = lcl[g] + (amt);
-					atomic {
-						hu[g] = hu[g] + (amt);
-						p = g;
-						do
-						:: p == NONE -> break
-						:: else ->
-							if
-							:: count[p] > maxv[p] ->
-								/* only real usage is over max */
-								assert(!(quiet && gen == mygen) || hu_sub(p) > maxv[p])
-							:: else
-							fi;
-							p = parent(p)
-						od;
-						p = 0;
-						hu[g] = hu[g] - (amt)
-					}
-				:: else
-				fi;
-				dr = 0;
-				idle = 0;
-				waits = 0;
-				seen = 0
+			:: rc == OK -> lcl[g] = lcl[g] + (amt) /* charge.c:17-18 */
+			:: else -> at_max(g, amt, flags, rc) /* charge.c:15-16 */
 			fi
 		fi
 	fi;
-	if
-	:: rc == OK -> atomic { hu[g] = hu[g] + (amt) }
-	:: else
-	fi;
+	atomic {
+		if
+		:: rc == OK -> hu[g] = hu[g] + (amt)
+		:: else
+		fi;
+		pend[g] = pend[g] - (amt)
+	}
 	op_end()
 }
 
-/* tree.c:sl_group_destroy:242-300 */
+/* tree.c:sl_group_destroy:245-306 */
 inline destroy(g, rc)
 {
 	op_begin();
-	do /* tree.c:260-267 wait for the pins */
-	:: lock(tlock);
-		if
-		:: pins[g] == 0 -> break
-		:: else -> unlock(tlock)
-		fi
-	od;
-	drain_group(g, du); /* tree.c:272 */
-	quiesce(); /* tree.c:273 */
+	/* tree.c:263-271 wait for the pins under both locks (a spinning wait
+	 * is a blocking guard) */
+	atomic { tlock == 0 && pins[g] == 0 -> tlock = 1 }
+	drain_group(g, du); /* tree.c:277 */
+	quiesce(); /* tree.c:278 */
 	if
-	:: lcl[g] || count[g] -> rc = EBUSY /* tree.c:274-275 */
+	:: lcl[g] || count[g] -> rc = EBUSY /* tree.c:279-280 */
 	:: else ->
-		dead[g] = 1;
+		dead[g] = 1; /* tree.c:302 */
 		rc = OK
 	fi;
 	unlock(tlock);
+	du = 0;
 	op_end()
 }
 
 proctype thread(byte me)
 {
 	THREAD_LOCALS;
-	byte dr, idle, waits, seen, rf, cnt, mx, top, target, freed, before, after, want, ret, rc2, n, usage, nrc;
-	bit retry, pinned;
+	byte dr, idle, waits, seen, rf, cnt, mx, top, target, must, freed, before, after, want, ret, rc2, n, usage, nrc, nfail;
+	byte ask, ua, pamt, pgot, prd, pfreed;
+	byte cg, cfl, ph;
+	bit retry, mayr, viastock, cand_a, cand_b, snapb;
 
+	/* what this thread charges (one charge() below for every role: the
+	 * inlines are large) */
+#if defined(CFG_CLAIM_REFILL)
+	cg = A;
+	cfl = NORECLAIM;
+#elif defined(CFG_PAIR)
+	cg = R;
+	cfl = (me == 0 -> FORCE : 0);
+#elif defined(CFG_DESTROY)
+	cg = (me == 0 -> R : B);
+	cfl = (me == 0 -> 0 : NORECLAIM);
+#else
+	cg = (me == 2 -> B : R);
+	cfl = (me == 0 -> FORCE : (me == 1 -> 0 : NORECLAIM));
+#endif
+#ifdef CFG_CLAIM_REFILL
 	if
-	:: me == 0 -> charge(R, 1, FORCE, rc)
-	:: me == 1 -> charge(R, 1, 0, rc)
-	:: me == 2 ->
-		charge(B, 1, NORECLAIM, rc);
+	:: me == 0 ->
+		/* sl_reclaim(R, 3): reclaim.c:239-244 */
+		op_begin();
+		reclaim(R, 3, 3, 1);
+		op_end()
+	:: else -> charge(cg, 1, cfl, rc)
+	fi;
+#else
+	charge(cg, 1, cfl, rc);
+	if
+	:: cg == B ->
 		if
 		:: rc == OK ->
 			op_begin();
@@ -440,7 +752,9 @@ proctype thread(byte me)
 		fi;
 		destroy(B, rc);
 		assert(rc == OK) /* B is empty: nothing keeps it */
+	:: else
 	fi;
+#endif
 	op_begin();
 	stock_release(me);
 	op_end();
@@ -467,16 +781,25 @@ init
 			sgroup[i] = NONE;
 			i++
 		od;
-		maxv[R] = 3;
 		maxv[A] = UNLIMITED;
 		maxv[B] = UNLIMITED;
-		minv[A] = 1;
 		has_callback[A] = 1;
-		/* the host holds 2 units of A */
+#ifdef CFG_CLAIM_REFILL
+		maxv[R] = UNLIMITED;
+		minv[A] = 2;
+		hu[A] = 3;
+#elif defined(CFG_PAIR)
+		maxv[R] = 2; /* both charges start at max */
+		minv[A] = 1;
 		hu[A] = 2;
-		lcl[A] = 2;
-		count[A] = 2;
-		count[R] = 2;
+#else
+		maxv[R] = 3;
+		minv[A] = 1;
+		hu[A] = 2;
+#endif
+		lcl[A] = hu[A];
+		count[A] = hu[A];
+		count[R] = hu[A];
 		i = 0;
 		do
 		:: i == NT -> break
@@ -488,6 +811,9 @@ init
 	done == NT;
 	assert(count[A] == hu[A] && count[B] == hu[B] && count[R] == hu[R] + hu[A] + hu[B]);
 	assert(lcl[A] == hu[A] && lcl[B] == hu[B] && lcl[R] == hu[R]);
-	assert(claimed[R] == 0 && claimed[A] == 0 && pins[A] == 0 && pins[B] == 0 && dead[B]);
-	assert(reglock == 0 && tlock == 0 && claimlock == 0 && reclaimers == 0)
+	assert(claimed[R] == 0 && claimed[A] == 0 && pins[R] == 0 && pins[A] == 0 && pins[B] == 0);
+	assert(incb[A] == 0 && reglock == 0 && tlock == 0 && claimlock == 0 && reclaimers == 0);
+#if !defined(CFG_CLAIM_REFILL) && !defined(CFG_PAIR)
+	assert(dead[B])
+#endif
 }
