@@ -34,8 +34,10 @@ uint64_t sl__usage_of(const sl_group *g)
 	return sl__load(&g->count, SL_RELAXED);
 }
 
-/* What g's host holds charged to g itself: local plus this thread's ledger
- * (a drain before the reclaim folded every other thread's). */
+/* What g's host holds charged to g itself, as far as this thread can tell
+ * without a fence: local plus this thread's ledger.  Other threads'
+ * ledgers are left out (the at-max path gives back only its own stock
+ * first), so this is never more than the host holds. */
 uint64_t sl__own_of(const sl_group *g)
 {
 	return sl__load(&g->local, SL_RELAXED) + sl__stock_my_ledger(g);
