@@ -333,7 +333,11 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
  * group's floor exact.  Under GUARANTEE and GATEKEEPER, which keep every
  * min on a group's path, callbacks of different groups under one min may
  * together take it by less than one item per such callback in flight;
- * callbacks that free at most what they are asked keep every min exact.
+ * callbacks that free at most what they are asked keep every min exact,
+ * but for one known race, to be fixed: a reclaim that runs while another
+ * thread's stock of the subtree refills or flushes may count that stock's
+ * units in flight as usage, and ask a callback for up to as many units
+ * below min (proof/README.md, CFG_CLAIM_REFILL).
  * Callbacks run in the calling thread with no library lock held; different
  * groups' callbacks run on several threads at once, and any callback runs
  * while the host's own threads charge and uncharge, so it must be
