@@ -42,17 +42,16 @@ void sl__store_limits(sl_group *g, const struct sl_limits *lim)
 	sl__store(&g->max, lim->max, SL_RELAXED);
 }
 
-/* Bytes from a group's start to the end of its name's cache line. */
-static size_t name_end(size_t len)
-{
-	size_t size = offsetof(struct sl_group, name) + len + 1;
-
-	return (size + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
-}
-
+/* size rounded up to whole cache lines. */
 static size_t lines(size_t size)
 {
 	return (size + SL__CACHELINE - 1) & ~(size_t)(SL__CACHELINE - 1);
+}
+
+/* Bytes from a group's start to the end of its name's cache line. */
+static size_t name_end(size_t len)
+{
+	return lines(offsetof(struct sl_group, name) + len + 1);
 }
 
 sl_group *sl__group_alloc(const char *name, size_t len, bool prot)

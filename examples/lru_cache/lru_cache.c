@@ -464,7 +464,7 @@ static void dead_release(struct lru_tenant *t, struct lru_item *dead)
 uint64_t lru_tenant_evict(struct lru_tenant *t, uint64_t target)
 {
 	struct lru_item *victims = NULL, *it;
-	struct lru_ghost *ghosts = NULL, *g;
+	struct lru_ghost *ghosts = NULL, **tail = &ghosts, *g;
 	uint64_t freed = 0;
 
 	if (!t)
@@ -480,8 +480,9 @@ uint64_t lru_tenant_evict(struct lru_tenant *t, uint64_t target)
 			g->hash = it->hash;
 			g->size = charged;
 			g->meta = it->meta;
-			g->hnext = ghosts;
-			ghosts = g;
+			g->hnext = NULL;
+			*tail = g;
+			tail = &g->hnext;
 		}
 		it->hnext = victims;
 		victims = it;
@@ -489,18 +490,11 @@ uint64_t lru_tenant_evict(struct lru_tenant *t, uint64_t target)
 	pthread_mutex_unlock(t->lock);
 	items_release(t, victims);
 	/* The ghosts are charged once the items are not: at max they fit in
-	 * the room their items left.  Oldest eviction first. */
+	 * the room their items left.  In eviction order, oldest first. */
 	if (ghosts) {
-		struct lru_ghost *rev = NULL;
-
+		pthread_mutex_lock(t->lock);
 		while ((g = ghosts) != NULL) {
 			ghosts = g->hnext;
-			g->hnext = rev;
-			rev = g;
-		}
-		pthread_mutex_lock(t->lock);
-		while ((g = rev) != NULL) {
-			rev = g->hnext;
 			ghost_add(t, g);
 		}
 		pthread_mutex_unlock(t->lock);
