@@ -371,8 +371,8 @@ SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
  *
  * Returns 0; -EINVAL for a NULL @g.  An @count of 0 does nothing; counts
  * saturate instead of wrapping.  Thread-safe and lock-free: any thread,
- * at any time, inside a reclaim callback too; costs one relaxed atomic
- * add per level of @g's path.
+ * at any time, inside a reclaim callback too; calls no callback and
+ * allocates nothing; costs one relaxed atomic add per level of @g's path.
  */
 SL_API int sl_refault(sl_group *g, uint64_t count);
 
