@@ -249,9 +249,10 @@ struct sl__slot {
 
 struct sl__stock {
 	struct sl__slot slot[SL__STOCK_SLOTS];
-	/* 1 while the owner holds units taken out of a slot (or about to be put
-	 * into one) that the hierarchy counters do not yet reflect; under the
-	 * fence protocol, also while its fast path writes a slot word. */
+	/* 1 while the owner has units between a slot and the counters (a
+	 * transit: a refill with its rebind, stock.c) or a ledger between a
+	 * slot and local (an answer); under the fence protocol, also while its
+	 * fast path writes a slot word. */
 	_Alignas(SL__CACHELINE) sl_atomic32 inflight;
 	uint64_t clock;            /* owner only */
 	uint8_t eager[SL__STOCK_SLOTS]; /* owner only: refills left that fold the slot's ledger */
@@ -403,7 +404,7 @@ uint64_t sl__stock_drain_group(const sl_group *g);
 void sl__stock_fold_ledgers(const sl_group *g);
 void sl__stock_forget_tree(const sl_tree *t);
 void sl__stock_quiesce(void);
-uint64_t sl__stock_units(const sl_group *g);
+void sl__stock_usage(const sl_group *g, uint64_t *usage, uint64_t *stocked);
 uint64_t sl__stock_my_ledger(const sl_group *g);
 void sl__stock_sum(const sl_group *g, uint64_t *units, uint64_t *ledger);
 

@@ -93,7 +93,7 @@ static uint64_t claim(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_
 
 	pthread_mutex_lock(&r->t->claim_lock);
 	for (p = g; p != end && want; p = p->parent) {
-		uint64_t f = p == g ? floor : 0, usage, taken;
+		uint64_t f = p == g ? floor : 0, usage, stocked, taken;
 
 		if (min_on_path && sl__load(&p->min, SL_RELAXED) > f)
 			f = sl__load(&p->min, SL_RELAXED);
@@ -109,9 +109,13 @@ static uint64_t claim(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_
 		 * (found by proof/reclaim.pml). */
 		taken = sl__load(&p->claimed, SL_ACQUIRE) + f;
 		/* Real usage: units that stocks refilled since the drain (a
-		 * callback's own charges, other threads) are not usage. */
-		usage = sl__usage_of(p);
-		usage -= sl__min_u64(usage, r->t->batch ? sl__stock_units(p) : 0);
+		 * callback's own charges, other threads) are not usage; the
+		 * count and the stocks read together, or a refill between
+		 * them looks like usage (found by proof/reclaim.pml). */
+		if (r->t->batch)
+			sl__stock_usage(p, &usage, &stocked);
+		else
+			usage = sl__usage_of(p);
 		want = sl__min_u64(want, usage > taken ? usage - taken : 0);
 	}
 	/* Relaxed: the claim lock orders claims among claimers; a reader

@@ -8,19 +8,15 @@
 
 int sl_group_stats(const sl_group *g, struct sl_stats *out)
 {
-	uint64_t stocked, count;
-
 	if (!sl__group_valid(g) || !out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	/* Stocks first, then the counter: a refill racing with this read can
-	 * only make usage look larger for an instant, never wrap. */
-	stocked = g->tree->batch ? sl__stock_units(g) : 0;
-	count = sl__load(&g->count, SL_RELAXED);
-	if (stocked > count)
-		stocked = count;
-	out->usage = count - stocked;
-	out->stocked = stocked;
+	if (g->tree->batch) {
+		sl__stock_usage(g, &out->usage, &out->stocked);
+	} else {
+		out->usage = sl__counter_usage(g);
+		out->stocked = 0;
+	}
 	out->peak = sl__load(&g->peak, SL_RELAXED);
 	sl_group_limits(g, &out->limits);
 	g->tree->policy->effective(g, &out->emin, &out->esoft);

@@ -87,6 +87,17 @@
  * request it serves, so it would merge only folders queued on the lock, and a
  * handoff has one folder.
  *
+ * Usage reads.  A reclaim's claim (and sl_group_stats()) needs the host's
+ * usage of a subtree: its count less the units its stocks hold.  Read at
+ * two moments, a refill's batch between its pre-charge and its CAS into the
+ * slot, or a flushed slot's units not yet cancelled, look like usage, and a
+ * claim asked a callback below min (proof/reclaim.pml, CFG_CLAIM_REFILL).
+ * So sl__stock_usage() reads both under the registry lock (no take, no
+ * thread exit between them), after every owner's transit, which the
+ * owner brackets with its inflight flag and a Dekker handshake on
+ * usage_reads (transit_begin()).  The cost is on the rare sides: one more
+ * load per refill, and a wait for refills in progress per usage read.
+ *
  * Rejected: per-CPU stocks with restartable sequences (tcmalloc's) need an
  * rseq critical section in assembly per architecture, and a CPU's stock
  * would serve every thread on it, so the per-thread ledger that catches an
@@ -264,7 +275,8 @@ struct sl__stock *sl__stock_get(void)
 
 /*
  * The slot bound to g, else bind an unused slot, else the least recently
- * refilled one; the evicted group's contents are flushed back.  Owner only.
+ * refilled one; the evicted group's contents are flushed back.  Owner only,
+ * in a transit (transit_begin()).
  */
 static struct sl__slot *stock_bind(struct sl__stock *s, sl_group *g)
 {
@@ -287,13 +299,10 @@ static struct sl__slot *stock_bind(struct sl__stock *s, sl_group *g)
 		}
 	}
 	old = sl__load(&victim->group, SL_RELAXED);
-	/*
-	 * inflight covers the window where the old group's units are out of
-	 * the slot but still in its counters: a concurrent sl_group_destroy()
-	 * of that group waits for it.  seq_cst: the flag must be visible
-	 * before the take, to a destroyer that reads it after its own take.
-	 */
-	sl__store(&s->inflight, 1, SL_SEQ_CST);
+	/* The caller's transit (inflight raised, seq_cst) covers the window
+	 * where the old group's units are out of the slot but still in its
+	 * counters: a concurrent sl_group_destroy() of that group waits for
+	 * it, and so does a usage read (sl__stock_usage()). */
 	w = sl__load(&victim->word, SL_RELAXED);
 	/* seq_cst: the take is ordered after the flag above for a drainer. */
 	w = sl__exchange(&victim->word, (w & ~SL__CONTENTS_MASK) + (UINT64_C(1) << SL__TAG_SHIFT),
@@ -303,9 +312,6 @@ static struct sl__slot *stock_bind(struct sl__stock *s, sl_group *g)
 	/* Release: pairs with a drainer's acquire load of the group, so that
 	 * a drainer that sees this group also sees the new tag. */
 	sl__store(&victim->group, g, SL_RELEASE);
-	/* Release: pairs with the seq_cst load in quiesce_locked(), so a
-	 * waiter that sees 0 also sees the flush. */
-	sl__store(&s->inflight, 0, SL_RELEASE);
 	s->eager[victim - s->slot] = 0;
 found:
 	victim->cap = 2 * g->tree->batch;
@@ -410,6 +416,45 @@ static bool charge_flagged(struct sl__stock *s, sl_group *g, uint64_t amount)
 }
 
 /*
+ * Usage reads (sl__stock_usage()) at work, 0 or 1: raised and lowered under
+ * the registry lock.  A transit waits for it to fall.
+ */
+static sl_atomic32 usage_reads;
+
+/*
+ * Owner: from the flush of a rebind to the refill's CAS into the slot, and
+ * until the give-back of what the slot's cap refuses, units are in the
+ * counters and in no slot.  A reader that took the count and then the
+ * slots would count them as the host's usage, and a reclaim would ask a
+ * callback for units under min (found by proof/reclaim.pml,
+ * CFG_CLAIM_REFILL).  So a transit raises inflight, as every window where
+ * units are between a slot and the counters does, and then looks for a
+ * usage read, a Dekker handshake with sl__stock_usage() (seq_cst on both
+ * sides: a store, then a load of the other's word): either the reader sees
+ * the flag and waits until the transit is over, or the transit sees the
+ * reader and waits on the registry lock, which the reader holds, before it
+ * starts.  A transit never takes a lock while its flag is up.
+ */
+static void transit_begin(struct sl__stock *s)
+{
+	for (;;) {
+		sl__store(&s->inflight, 1, SL_SEQ_CST);
+		if (sl__likely(!sl__load(&usage_reads, SL_SEQ_CST)))
+			return;
+		sl__store(&s->inflight, 0, SL_RELEASE);
+		pthread_mutex_lock(&registry_lock);
+		pthread_mutex_unlock(&registry_lock);
+	}
+}
+
+/* Release: pairs with the seq_cst load in quiesce_locked(), so a waiter
+ * that sees the flag down also sees the slot and the counters. */
+static void transit_end(struct sl__stock *s)
+{
+	sl__store(&s->inflight, 0, SL_RELEASE);
+}
+
+/*
  * Pre-charge amount + batch to the path and hand amount out of the slot.
  * Returns 0, or 1 when the batch does not fit under every max and high on
  * the path: the caller then charges exactly, so a stock never makes a charge
@@ -424,22 +469,23 @@ int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 	if (sl__unlikely(sl__load(&sl__stock_takers, SL_RELAXED)) && sl__stock_protocol == SL__STOCK_FENCE &&
 	    charge_flagged(s, g, amount))
 		return 0;
+	/* The flag also covers a ledger too full to take amount, folded into
+	 * local below: until then those units are in neither, so an
+	 * over-uncharge check must wait for us (see uncharge.c). */
+	transit_begin(s);
 	sl = stock_bind(s, g);
-	if (sl__counter_try(g, amount + batch, 0, batch, NULL) != 0)
+	if (sl__counter_try(g, amount + batch, 0, batch, NULL) != 0) {
+		transit_end(s);
 		return 1;
+	}
 	w = sl__load(&sl->word, SL_RELAXED);
-	/* A ledger too full to take amount is folded into local below: until
-	 * then those units are in neither, so an over-uncharge check must
-	 * wait for us (see uncharge.c).  seq_cst: as in stock_bind(). */
-	sl__store(&s->inflight, 1, SL_SEQ_CST);
 	/* While an over-uncharge check runs on g, no ledger of g may grow:
-	 * charge exactly (into local) instead.  seq_cst: with the store just
-	 * above, against the check's count and its quiesce; either it waits
-	 * for us or we see it. */
+	 * charge exactly (into local) instead.  seq_cst: with the flag's
+	 * store in transit_begin(), against the check's count and its
+	 * quiesce; either it waits for us or we see it. */
 	if (sl__unlikely(sl__load(&g->checks, SL_SEQ_CST) != 0)) {
-		/* Release: as at the end of stock_bind(). */
-		sl__store(&s->inflight, 0, SL_RELEASE);
 		sl__counter_cancel(g, amount + batch);
+		transit_end(s);
 		return 1;
 	}
 	for (;;) {
@@ -459,10 +505,9 @@ int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 		sl__fetch_add(&g->local, extra_local, SL_RELAXED);
 	if (s->eager[sl - s->slot])
 		s->eager[sl - s->slot]--;
-	/* Release: pairs with the seq_cst load in quiesce_locked(). */
-	sl__store(&s->inflight, 0, SL_RELEASE);
 	if (give_back)
 		sl__counter_cancel(g, give_back);
+	transit_end(s);
 	return 0;
 }
 
@@ -789,15 +834,31 @@ static void add_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 	sum->ledger += sl__word_ledger(w);
 }
 
-/* Units that stocks hold for g's subtree right now. */
-uint64_t sl__stock_units(const sl_group *g)
+/*
+ * g's subtree's count, split into the host's usage and the units that
+ * stocks hold, read together: no refill or rebind is between the counters
+ * and a slot meanwhile (transit_begin() says how), and takes and thread
+ * exits are kept out by the registry lock.  Fast paths go on: they move
+ * units between a slot and the host, which changes usage, not the count.
+ */
+void sl__stock_usage(const sl_group *g, uint64_t *usage, uint64_t *stocked)
 {
 	struct sum sum = { 0, 0 };
+	uint64_t count;
 
 	pthread_mutex_lock(&registry_lock);
+	/* seq_cst: then quiesce_locked()'s loads of the flags (the other
+	 * half of the handshake in transit_begin()). */
+	sl__store(&usage_reads, 1, SL_SEQ_CST);
+	quiesce_locked();
+	count = sl__counter_usage(g);
 	scan_locked(SL__UNITS_MAX, match_subtree, g, add_slot, &sum);
+	sl__store(&usage_reads, 0, SL_RELAXED);
 	pthread_mutex_unlock(&registry_lock);
-	return sum.units;
+	/* Never more than the count (every stocked unit is in it); the check
+	 * keeps a broken invariant from wrapping. */
+	*stocked = sl__min_u64(sum.units, count);
+	*usage = count - *stocked;
 }
 
 /* Units and ledgers that stocks hold for g itself (not its descendants). */

@@ -33,6 +33,8 @@ cases=(
 	"reclaim-pair-reentrant|reclaim|-DCFG_PAIR -DREENTRANT $full|pass|-O0"
 	"reclaim-destroy|reclaim|-DCFG_DESTROY $full -DWAIT_ROUNDS=4|pass|-O0"
 	"reclaim-destroy-reentrant|reclaim|-DCFG_DESTROY -DREENTRANT $full -DWAIT_ROUNDS=4|pass|-O0"
+	"claim-refill|reclaim|-DCFG_CLAIM_REFILL $full|pass|-O0"
+	"mutant-usage-split|reclaim|-DCFG_CLAIM_REFILL -DMUTANT_USAGE_SPLIT $full|fail|-O0"
 	"mutant-claim-order|reclaim|-DCFG_PAIR -DMUTANT_CLAIM_ORDER -DMUTANT_NO_CALLBACK_TURNS $full|fail|-O0"
 )
 

@@ -120,25 +120,49 @@ inline charge_begin(g, amt)
 	}
 }
 
-/* stock.c:sl__stock_units:529-537: units that stocks hold for top's subtree */
-inline stock_units(top, n)
+/*
+ * stock.c:sl__stock_usage:833-852: the host's usage of top's subtree, the
+ * count less the units that stocks hold, read under the registry lock with
+ * every transit (a refill or a rebind) kept out (transit_begin()).  Each
+ * slot is read in its own step: fast paths go on meanwhile.
+ */
+inline stock_usage(top, u)
 {
+#ifdef MUTANT_USAGE_SPLIT
+	/* the bug before this fix: the count outside the registry lock, and
+	 * no transit kept out */
+	u = count[top];
 	lock(reglock);
-	atomic {
-		n = 0;
-		s = 0;
-		do
-		:: s == NT -> break
-		:: else ->
+#else
+	lock(reglock); /* stock.c:839 */
+	usage_reads = 1; /* stock.c:841 */
+	s = 0;
+	do /* stock.c:842 quiesce_locked() */
+	:: s == NT -> break
+	:: else ->
+		inflight[s] == 0; /* stock.c:511 wait */
+		s++
+	od;
+	u = count[top]; /* stock.c:843 */
+#endif
+	n = 0;
+	s = 0;
+	do /* stock.c:844 scan_locked() */
+	:: s == NT -> break
+	:: else ->
+		atomic {
 			if
 			:: sgroup[s] != NONE && is_ancestor(top, sgroup[s]) -> n = n + sunits[s]
 			:: else
 			fi;
 			s++
-		od;
-		s = 0
-	}
-	unlock(reglock)
+		}
+	od;
+	s = 0;
+	u = u - min2(u, n); /* stock.c:849-850 */
+	n = 0;
+	usage_reads = 0; /* stock.c:845 */
+	unlock(reglock) /* stock.c:846 */
 }
 
 /* stock.c:sl__stock_drain_mine:475-485: take this thread's own slot if it
@@ -239,15 +263,11 @@ inline claim(g, want)
 			/* the order before c871bc1: usage, then claimed (caught
 			 * only with MUTANT_NO_CALLBACK_TURNS too: with turns no
 			 * other claim on A comes and goes during ours) */
-			usage = count[p]; /* reclaim.c:111 */
-			stock_units(p, n); /* reclaim.c:112 */
-			usage = usage - min2(usage, n);
-			taken = claimed[p] + minv[p]; /* reclaim.c:108 */
+			stock_usage(p, usage); /* reclaim.c:116 */
+			taken = claimed[p] + minv[p]; /* reclaim.c:110 */
 #else
-			taken = claimed[p] + minv[p]; /* reclaim.c:108 claimed first */
-			usage = count[p]; /* reclaim.c:111 then usage */
-			stock_units(p, n); /* reclaim.c:112 less the stocks' units */
-			usage = usage - min2(usage, n);
+			taken = claimed[p] + minv[p]; /* reclaim.c:110 claimed first */
+			stock_usage(p, usage); /* reclaim.c:116 then usage */
 #endif
 			want = min2(want, (usage > taken -> usage - taken : 0)) /* reclaim.c:113 */
 		:: else

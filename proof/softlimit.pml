@@ -65,6 +65,7 @@ byte sledger[NT];
 byte stag[NT];
 bit inflight[NT];
 bit reglock;		/* stock.c:34 registry_lock */
+bit usage_reads;	/* stock.c:411 usage_reads: a usage read at work */
 
 /* ---- ghosts: what the host holds, and what the properties need ---- */
 byte hu[NG];		/* units the host holds charged to g itself */
@@ -230,16 +231,15 @@ inline slot_flush(g, u, l)
 	fi
 }
 
-/* stock.c:stock_bind:121-165 with one slot: bind it to g, flushing what
- * it held for its old group. */
+/* stock.c:stock_bind:270-308 with one slot: bind it to g, flushing what
+ * it held for its old group.  The caller is in a transit (inflight up). */
 inline stock_bind(me, g)
 {
 	if
-	:: sgroup[me] == g -> skip /* stock.c:129 found */
+	:: sgroup[me] == g -> skip /* stock.c:277 found */
 	:: else ->
-		og = sgroup[me]; /* stock.c:141 */
-		inflight[me] = 1; /* stock.c:148 */
-		/* stock.c:149-152 exchange: contents out, tag bumped */
+		og = sgroup[me]; /* stock.c:289 */
+		/* stock.c:297-298 exchange: contents out, tag bumped */
 		atomic {
 			tu = sunits[me];
 			tl = sledger[me];
@@ -248,40 +248,58 @@ inline stock_bind(me, g)
 			stag[me] = stag[me] + 1
 		}
 		if
-		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:153-154 */
+		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:299-300 */
 		:: else
 		fi;
-		sgroup[me] = g; /* stock.c:157 */
-		inflight[me] = 0; /* stock.c:160 */
+		sgroup[me] = g; /* stock.c:303 */
 		og = 0;
 		tu = 0;
 		tl = 0
 	fi
 }
 
-/* stock.c:sl__stock_refill:173-216.  rc: 0 refilled and amt handed out,
+/* stock.c:transit_begin:427-437: raise the flag, then look for a usage
+ * read; if one is at work, lower the flag and wait on the registry lock
+ * (which the reader holds) before trying again. */
+inline transit_begin(me)
+{
+	do
+	:: inflight[me] = 1; /* stock.c:430 */
+		if
+		:: usage_reads == 0 -> break /* stock.c:431 */
+		:: else ->
+			inflight[me] = 0; /* stock.c:433 */
+			lock(reglock); /* stock.c:434 */
+			unlock(reglock) /* stock.c:435 */
+		fi
+	od
+}
+
+/* stock.c:sl__stock_refill:452-501.  rc: 0 refilled and amt handed out,
  * 1 the caller must charge exactly. */
 inline stock_refill(me, g, amt, rc)
 {
-	stock_bind(me, g); /* stock.c:176 */
-	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:179 */
+	transit_begin(me); /* stock.c:464 */
+	stock_bind(me, g); /* stock.c:465 */
+	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:466 */
 	if
-	:: crc != OK -> rc = 1 /* stock.c:180 */
+	:: crc != OK ->
+		inflight[me] = 0; /* stock.c:467 */
+		rc = 1
 	:: else ->
-		inflight[me] = 1; /* stock.c:185 */
 #ifdef MUTANT_REFILL_AFTER_DRAIN
 		/* the bug: a refill does not look for an exact check */
 		if
 		:: false -> skip
 #else
 		if
-		:: checks[g] != 0 -> /* stock.c:190 */
-			inflight[me] = 0; /* stock.c:192 */
-			counter_cancel(g, (amt) + BATCH); /* stock.c:193 */
+		:: checks[g] != 0 -> /* stock.c:475 */
+			counter_cancel(g, (amt) + BATCH); /* stock.c:476 */
+			inflight[me] = 0; /* stock.c:477 */
 			rc = 1
 #endif
 		:: else ->
-			/* stock.c:196-208 the CAS: batch in (up to cap), amt to the ledger */
+			/* stock.c:480-492 the CAS: batch in (up to cap), amt to the ledger */
 			atomic {
 				tu = sunits[me] + BATCH;
 				gb = (tu > CAP -> tu - CAP : 0);
@@ -289,11 +307,11 @@ inline stock_refill(me, g, amt, rc)
 				sledger[me] = sledger[me] + (amt);
 				tu = 0
 			}
-			inflight[me] = 0; /* stock.c:212 */
 			if
-			:: gb -> counter_cancel(g, gb) /* stock.c:213-214 */
+			:: gb -> counter_cancel(g, gb) /* stock.c:497-498 */
 			:: else
 			fi;
+			inflight[me] = 0; /* stock.c:499 */
 			gb = 0;
 			rc = 0
 		fi

@@ -285,6 +285,119 @@ START_TEST(a_lowered_max_is_in_force_when_set_limits_returns)
 }
 END_TEST
 
+/*
+ * A read of a group's usage (sl_group_stats(), and the claims of
+ * sl_reclaim()) while another thread's stock of that group refills and is
+ * flushed: units on their way between the counters and a slot are never
+ * counted as the host's usage, so usage never shows more than the host
+ * holds, and a reclaim never asks a callback below min (proof/reclaim.pml,
+ * CFG_CLAIM_REFILL, found the case the code had missed).
+ */
+#define TRANSIT_MIN 100
+#define TRANSIT_HELD 150
+#define TRANSIT_OTHERS 9 /* more groups than a stock has slots: rebinds */
+
+struct transit {
+	sl_group *a, *other[TRANSIT_OTHERS];
+	atomic_uint stop;
+	atomic_ulong cycles;
+	uint64_t held;        /* units of a the main thread holds (its own thread) */
+	unsigned long asked, below_min;
+};
+
+static uint64_t transit_reclaim(sl_group *g, uint64_t target, void *ctx)
+{
+	struct transit *x = ctx;
+	uint64_t give = target < x->held ? target : x->held;
+
+	(void)g;
+	x->asked++;
+	/* The churner holds 0 or 1 unit of a: after giving target, the host
+	 * must still hold min. */
+	if (x->held + 1 < target + TRANSIT_MIN)
+		x->below_min++;
+	if (give && sl_uncharge(x->a, give) == 0)
+		x->held -= give;
+	return give;
+}
+
+/* Charges and uncharges 1 unit of a, then of every other group, so that its
+ * slot of a is refilled, evicted and flushed over and over. */
+static void *transit_churner(void *arg)
+{
+	struct transit *x = arg;
+	unsigned long cycles = 0;
+	int k;
+
+	while (!atomic_load(&x->stop)) {
+		if (sl_charge(x->a, 1, SL_NORECLAIM) == 0)
+			T_CHECK(sl_uncharge(x->a, 1) == 0, "uncharge of a");
+		for (k = 0; k < TRANSIT_OTHERS; k++) {
+			T_CHECK(sl_charge(x->other[k], 1, 0) == 0, "charge of other %d", k);
+			T_CHECK(sl_uncharge(x->other[k], 1) == 0, "uncharge of other %d", k);
+		}
+		cycles++;
+	}
+	atomic_store(&x->cycles, cycles);
+	return NULL;
+}
+
+START_TEST(a_usage_read_never_counts_units_in_transit)
+{
+	struct transit x = { 0 };
+	struct sl_tree_opts opts;
+	struct sl_ops ops = { .reclaim = transit_reclaim };
+	struct sl_limits lim;
+	unsigned long reads = 0, over = 0;
+	double until = now_seconds() + test_seconds("SL_RACE_SECONDS", 0.5);
+	pthread_t th;
+	sl_tree *t;
+	int k;
+
+	sl_tree_opts_init(&opts);
+	opts.batch = _i == 0 ? 16 : SL_BATCH_NONE; /* small: many refills */
+	ck_assert_int_eq(sl_tree_create(&opts, &t), 0);
+	sl_limits_init(&lim);
+	lim.min = TRANSIT_MIN;
+	ck_assert_int_eq(sl_group_create(sl_tree_root(t), "a", &lim, &ops, &x, &x.a), 0);
+	for (k = 0; k < TRANSIT_OTHERS; k++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "o%d", k);
+		x.other[k] = group_new(sl_tree_root(t), name, SL_UNLIMITED);
+	}
+	start_thread(&th, transit_churner, &x);
+	while (now_seconds() < until) {
+		uint64_t usage;
+
+		if (x.held < TRANSIT_HELD) {
+			ck_assert_int_eq(sl_charge(x.a, TRANSIT_HELD - x.held, SL_NORECLAIM), 0);
+			x.held = TRANSIT_HELD;
+		}
+		usage = stats_of(x.a).usage;
+		reads++;
+		if (usage > x.held + 1)
+			over++;
+		sl_reclaim(sl_tree_root(t), 1000, 0);
+	}
+	atomic_store(&x.stop, 1);
+	join_thread(th);
+	printf("usage in transit (%s): %lu reads, %lu over the host's; %lu callbacks, %lu below min; "
+	       "%lu churn cycles\n",
+	       opts.batch == SL_BATCH_NONE ? "batch none" : "batch 16", reads, over, x.asked, x.below_min,
+	       atomic_load(&x.cycles));
+	fflush(stdout);
+	ASSERT_NO_THREAD_FAILURE();
+	ck_assert_uint_eq(over, 0);
+	ck_assert_uint_eq(x.below_min, 0);
+	ck_assert_uint_gt(x.asked, 0);
+	ck_assert_uint_gt(atomic_load(&x.cycles), 0);
+	ck_assert_int_eq(sl_uncharge(x.a, x.held), 0);
+	assert_tree_ok(t);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 static Suite *race_suite(void)
 {
 	Suite *s = suite_create("race");
@@ -292,6 +405,7 @@ static Suite *race_suite(void)
 
 	tcase_add_loop_test(tc, groups_come_and_go_while_other_threads_charge, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, a_lowered_max_is_in_force_when_set_limits_returns, 0, SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, a_usage_read_never_counts_units_in_transit, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 	return s;
 }

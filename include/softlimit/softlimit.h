@@ -333,11 +333,9 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
  * group's floor exact.  Under GUARANTEE and GATEKEEPER, which keep every
  * min on a group's path, callbacks of different groups under one min may
  * together take it by less than one item per such callback in flight;
- * callbacks that free at most what they are asked keep every min exact,
- * but for one known race, to be fixed: a reclaim that runs while another
- * thread's stock of the subtree refills or flushes may count that stock's
- * units in flight as usage, and ask a callback for up to as many units
- * below min (proof/README.md, CFG_CLAIM_REFILL).
+ * callbacks that free at most what they are asked keep every min exact
+ * (units on their way between a stock and the counters never count as
+ * usage; proof/reclaim.pml checks it, case CFG_CLAIM_REFILL).
  * Callbacks run in the calling thread with no library lock held; different
  * groups' callbacks run on several threads at once, and any callback runs
  * while the host's own threads charge and uncharge, so it must be
@@ -523,9 +521,13 @@ struct sl_stats {
 /**
  * sl_group_stats() - read @g's counters into @out.
  *
- * usage is exact when no charge is in flight; stocked is what per-thread
- * stocks hold for @g's subtree.  Errors: -EINVAL for NULL arguments.
- * Thread-safe; takes the stock registry's lock briefly to sum the stocks.
+ * usage is exact when no charge is in flight, and while charges run it is
+ * never more than the host holds plus the charges in flight: units on their
+ * way between a stock and the counters are never counted as usage.
+ * stocked is what per-thread stocks hold for @g's subtree.  Errors:
+ * -EINVAL for NULL arguments.  Thread-safe; takes the stock registry's lock
+ * briefly to sum the stocks, and waits for other threads' stock refills in
+ * progress (each a few atomic operations).
  */
 SL_API int sl_group_stats(const sl_group *g, struct sl_stats *out);
 
