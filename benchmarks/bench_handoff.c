@@ -51,7 +51,7 @@
  * Output: one JSON object per line on stdout; progress, a table and ratios
  * on stderr (unless --json-only).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET */
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -462,11 +462,49 @@ static uint64_t consume_roundtrip(struct side *s)
 	return i;
 }
 
+/* --pin: the producer runs on the first CPU the process may use, the
+ * consumer on the second, so that a run is a handoff between two cores
+ * whenever those two are free (unpinned, the scheduler may put both
+ * threads on one core when anything else runs). */
+static bool pin;
+static int pin_cpu[2] = { -1, -1 };
+
+static void pin_pick(void)
+{
+	cpu_set_t set;
+	int n = 0;
+
+	if (!pin)
+		return;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		bench_fatal("--pin: sched_getaffinity failed");
+	for (int cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
+		if (CPU_ISSET(cpu, &set))
+			pin_cpu[n++] = cpu;
+	if (n < 2)
+		bench_fatal("--pin: the process may run on %d CPU, needs 2", n);
+}
+
+static void pin_self(int which)
+{
+	cpu_set_t set;
+	int rc;
+
+	if (!pin)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(pin_cpu[which], &set);
+	rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (rc != 0)
+		bench_fatal("--pin: pthread_setaffinity_np = %d", rc);
+}
+
 static void *producer_main(void *arg)
 {
 	struct side *s = arg;
 	uint64_t t0, c0;
 
+	pin_self(0);
 	pthread_barrier_wait(&s->run->barrier);
 	c0 = bench_thread_cpu_ns();
 	t0 = bench_now_ns();
@@ -481,6 +519,7 @@ static void *consumer_main(void *arg)
 	struct side *s = arg;
 	uint64_t t0, c0;
 
+	pin_self(1);
 	pthread_barrier_wait(&s->run->barrier);
 	c0 = bench_thread_cpu_ns();
 	t0 = bench_now_ns();
@@ -677,9 +716,9 @@ static void report(struct config *c)
 	bench_json_array(cpu, sizeof(cpu), c->cpu, c->nruns, 2);
 	bench_json("{\"bench\":\"handoff\",\"variant\":\"%s\",\"mode\":\"%s\",\"batch\":%" PRIu64
 		   ",\"depth\":%d,\"threads\":2,\"amount\":%" PRIu64 ",\"ring\":%u,\"ns_per_item\":%.2f"
-		   ",\"cpu_min\":%.2f,\"runs\":%s,\"cpu\":%s}",
+		   ",\"cpu_min\":%.2f,\"pinned\":%s,\"runs\":%s,\"cpu\":%s}",
 		   variant_names[c->v], mode_names[c->mode], c->batch, DEPTH, AMOUNT, RING_SIZE, c->ns,
-		   cpu_min(c), runs, cpu);
+		   cpu_min(c), pin ? "true" : "false", runs, cpu);
 }
 
 static void print_table(int reps)
@@ -818,7 +857,7 @@ static void check_spread(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: bench_handoff [--quick] [--json-only] [--help]\n"
+		"usage: bench_handoff [--quick] [--pin] [--json-only] [--help]\n"
 		"\n"
 		"Measures ns per item (%" PRIu64 " units) passed from a producer thread to a consumer\n"
 		"thread through a lock-free SPSC ring of %u slots, with the group at depth %d:\n"
@@ -830,13 +869,15 @@ static void usage(FILE *f)
 		"\n"
 		"  --quick      ~0.2 s per run, 3 runs per configuration (whole run < 15 s)\n"
 		"               (default: ~1 s per run, 5 runs)\n"
+		"  --pin        producer on the first CPU the process may use, consumer on the\n"
+		"               second: a handoff between two cores whenever those are free\n"
 		"  --json-only  only the JSON lines on stdout: no progress, table or ratios on stderr\n"
 		"  --help       this text\n"
 		"\n"
 		"stdout: one JSON object per line, e.g.\n"
 		"  {\"bench\":\"handoff\",\"variant\":\"softlimit\",\"mode\":\"handoff\",\"batch\":32768,"
 		"\"depth\":4,\"threads\":2,\"amount\":64,\"ring\":1024,\"ns_per_item\":40.12,\"cpu_min\":0.99,\n"
-		"   \"runs\":[40.12,...],\"cpu\":[0.99,...]}   (on one line; runs and cpu of each run)\n"
+		"   \"pinned\":false,\"runs\":[40.12,...],\"cpu\":[0.99,...]}   (on one line; runs and cpu of each run)\n"
 		"  {\"bench\":\"handoff_ratio\",\"name\":\"softlimit_handoff_over_ring\",\"value\":2.10}\n"
 		"Exit status: 0 done, 1 a run failed (a charge or uncharge returned nonzero,\n"
 		"an item arrived out of order, or usage was not back to 0), 2 bad arguments.\n"
@@ -845,11 +886,20 @@ static void usage(FILE *f)
 		AMOUNT, RING_SIZE, DEPTH, SL_BATCH_DEFAULT);
 }
 
+static int own_flag(const char *arg)
+{
+	if (strcmp(arg, "--pin") != 0)
+		return 0;
+	pin = true;
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t t_start;
 
-	bench_parse_args(argc, argv, "bench_handoff", usage, NULL);
+	bench_parse_args(argc, argv, "bench_handoff", usage, own_flag);
+	pin_pick();
 	build_configs();
 
 	t_start = bench_start(" per configuration, %d configurations, runs interleaved", n_configs);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# benchmarks/fastpath.sh [--quick] [ROUNDS] - the stocks' two protocols
+# benchmarks/fastpath.sh [--quick] [--pin] [ROUNDS] - the stocks' two protocols
 # (lib/stock.c) side by side in one run: bench_charge and bench_handoff
 # under the membarrier fence protocol (the default) and under
 # compare-and-swap (SOFTLIMIT_MEMBARRIER=0), alternating ROUNDS times (3)
@@ -10,16 +10,20 @@
 # its protocol, go to stdout.  Needs a Release build in build/bench
 # (benchmarks/run makes one) or SL_BUILD_DIR.  SL_BASE_DIR=DIR (a Release
 # build of other code, e.g. the commit before a change) runs that build's
-# benchmarks too, in the same alternation, as two more columns.
+# benchmarks too, in the same alternation, as two more columns.  --pin
+# pins bench_handoff's two threads to two CPUs (its --pin; a base build
+# needs a bench_handoff that knows it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 quick=()
+pin=()
 rounds=3
 for a in "$@"; do
 	case $a in
 	--quick) quick=(--quick) ;;
+	--pin) pin=(--pin) ;;
 	-h | --help)
-		sed -n '3,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '3,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*[!0-9]* | '')
@@ -49,7 +53,9 @@ for ((r = 1; r <= rounds; r++)); do
 			[ $p = cas ] && m=0
 			for b in bench_charge bench_handoff; do
 				echo "fastpath.sh: round $r/$rounds, $p${tags[i]}, $b" >&2
-				SOFTLIMIT_MEMBARRIER=$m "${bins[i]}/$b" "${quick[@]}" --json-only |
+				extra=()
+				[ $b = bench_handoff ] && extra=("${pin[@]}")
+				SOFTLIMIT_MEMBARRIER=$m "${bins[i]}/$b" "${quick[@]}" "${extra[@]}" --json-only |
 					sed "s/^{/{\"protocol\":\"$p${tags[i]}\",\"round\":$r,/" | tee -a "$out"
 			done
 		done
