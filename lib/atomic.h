@@ -25,6 +25,7 @@ typedef _Atomic uint32_t sl_atomic32;
 #define sl__fetch_add(p, v, mo) atomic_fetch_add_explicit((p), (v), (mo))
 #define sl__fetch_sub(p, v, mo) atomic_fetch_sub_explicit((p), (v), (mo))
 #define sl__exchange(p, v, mo) atomic_exchange_explicit((p), (v), (mo))
+#define sl__fetch_or(p, v, mo) atomic_fetch_or_explicit((p), (v), (mo))
 /* Weak CAS: callers loop.  On failure *expected is reloaded with `fail` order. */
 #define sl__cas_weak(p, expected, desired, mo, fail) \
 	atomic_compare_exchange_weak_explicit((p), (expected), (desired), (mo), (fail))

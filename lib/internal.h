@@ -262,6 +262,10 @@ struct sl__stock {
 	sl_atomic64 ask;
 	sl_atomic64 answered;      /* owner: the number of the last ask done */
 	uint64_t asked;            /* folder, under the registry lock */
+	/* Slot bits: other threads took these slots' ledgers by a fold, so
+	 * they uncharge what the owner charges; the owner's next refills fold
+	 * those ledgers into local themselves (stock.c, "handover"). */
+	sl_atomic64 wanted;
 };
 
 /* The slot of s bound to g, or NULL.  Owner only: the one lookup that the

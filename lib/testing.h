@@ -32,6 +32,12 @@ extern int sl__stock_protocol;
 /* stock.c, fence protocol: folds whose owners all answered (no fence),
  * and fences issued by takers. */
 extern _Atomic uint64_t sl__stock_answered_folds, sl__stock_fences;
+/* stock.c: refills that fold a slot's ledger into local after another
+ * thread asked for it or took it (16); tests that need ledgers to stay in
+ * their slots set 0. */
+extern unsigned sl__eager_refills;
+/* stock.c, both protocols: ledgers a fold took from other threads' slots. */
+extern _Atomic uint64_t sl__stock_ledgers_taken;
 /* stock.c: called while a fold waits for owners to answer (under the
  * registry lock; after the answers were looked at, before the time limit
  * is), so that a test can have an owner charge exactly then. */
