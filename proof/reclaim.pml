@@ -67,8 +67,11 @@
  *   - the monitor of stock.pml (a max never passed by an unforced charge);
  *   - at the end, counters and host units agree; no deadlock.
  */
-#if defined(CFG_CLAIM_REFILL) || defined(CFG_PAIR) || defined(CFG_DESTROY)
+#if defined(CFG_CLAIM_REFILL) || defined(CFG_PAIR) || defined(CFG_DESTROY) || defined(CFG_OOM)
 #define NT 2
+#endif
+#ifdef CFG_OOM
+#define OOM
 #endif
 #include "softlimit.pml"
 
@@ -534,6 +537,43 @@ inline reclaim_for_charge(at, need, rf)
 	mx = 0
 }
 
+/*
+ * atmax.c:ask_oom_handler:41-58.  Without -DOOM the tree has no handler
+ * (:52-53: declined).  With it, thread 0's handler (run with
+ * sl__tls_in_reclaim raised, :54-56, so its charges never reclaim) may free
+ * what the host holds of A (through sl_uncharge()), may then charge a unit
+ * of A (which may refill the thread's stock: the units of a batch that a
+ * forced charge must not count as usage), and declines or asks for one
+ * more try: any of the eight.
+ */
+inline ask_oom_handler(again)
+{
+	again = 0;
+#ifdef OOM
+	if
+	:: me == 0 ->
+		if
+		:: hu[A] ->
+			ret = hu[A];
+			uncharge(me, A, ret, rc2);
+			assert(rc2 == OK);
+			ret = 0;
+			rc2 = 0
+		:: true
+		fi;
+		if
+		:: nested_charge(A, 1)
+		:: true
+		fi;
+		if
+		:: again = 0
+		:: again = 1
+		fi
+	:: else
+	fi
+#endif
+}
+
 /* atmax.c:force_room:66-78 */
 inline force_room(g, amt)
 {
@@ -550,10 +590,9 @@ inline force_room(g, amt)
 	od;
 #ifdef MUTANT_FORCE_NO_DRAIN
 	/* the bug (before 7c95736): no drain where the charge drained before.
-	 * No longer caught: today every round without progress ends in a
-	 * drain of the subtree (atmax.c:149) and the loop breaks only after
-	 * one, so in a charge that runs alone nothing refills a stock between
-	 * that drain and this one (see proof/README.md). */
+	 * Caught with the OOM handler (CFG_OOM): it may charge through a
+	 * refill after the last drain, then decline; without it every way
+	 * out of the loop follows a drain of the subtree (proof/README.md). */
 	if
 	:: top != NONE && !(dr != NONE && is_ancestor(dr, top)) -> drain_subtree(top, du)
 	:: else
@@ -593,7 +632,16 @@ inline at_max(g, amt, flags, rc)
 		if
 		:: retry -> skip /* atmax.c:117 */
 		:: !retry && !mayr -> break /* atmax.c:123-124 */
-		:: !retry && mayr && idle >= RETRIES -> break /* atmax.c:154-158 */
+		:: !retry && mayr && idle >= RETRIES && oomasked -> break /* atmax.c:154-155 */
+		:: !retry && mayr && idle >= RETRIES && !oomasked ->
+			oomasked = 1; /* atmax.c:156 */
+			ask_oom_handler(again); /* atmax.c:157 */
+			if
+			:: !again -> break /* atmax.c:157-158 */
+			:: else
+			fi;
+			idle = 0; /* atmax.c:159 */
+			dr = NONE /* atmax.c:160 */
 		:: !retry && mayr && idle < RETRIES ->
 			seen = progress; /* atmax.c:126 */
 #ifndef MUTANT_FORCE_NO_DRAIN
@@ -665,6 +713,8 @@ inline at_max(g, amt, flags, rc)
 	:: else
 	fi;
 	viastock = 0;
+	oomasked = 0;
+	again = 0;
 	mayr = 0;
 	dr = 0;
 	idle = 0;
@@ -732,7 +782,7 @@ proctype thread(byte me)
 	byte dr, idle, waits, seen, rf, cnt, mx, top, target, must, freed, before, after, want, ret, rc2, n, usage, nrc, nfail;
 	byte ask, ua, pamt, pgot, prd, pfreed;
 	byte cg, cfl, ph;
-	bit retry, mayr, viastock, cand_a, cand_b, snapb;
+	bit retry, mayr, viastock, cand_a, cand_b, snapb, oomasked, again;
 
 	/* what this thread charges (one charge() below for every role: the
 	 * inlines are large) */
@@ -742,9 +792,13 @@ proctype thread(byte me)
 #elif defined(CFG_PAIR)
 	cg = R;
 	cfl = (me == 0 -> FORCE : 0);
-#elif defined(CFG_DESTROY)
+#elif defined(CFG_DESTROY) || defined(CFG_OOM)
 	cg = (me == 0 -> R : B);
+#ifdef CFG_OOM
+	cfl = (me == 0 -> FORCE : NORECLAIM);
+#else
 	cfl = (me == 0 -> 0 : NORECLAIM);
+#endif
 #else
 	cg = (me == 2 -> B : R);
 	cfl = (me == 0 -> FORCE : (me == 1 -> 0 : NORECLAIM));
@@ -770,8 +824,12 @@ proctype thread(byte me)
 			op_end()
 		:: else
 		fi;
+#ifndef CFG_OOM
 		destroy(B, rc);
 		assert(rc == OK) /* B is empty: nothing keeps it */
+#else
+		skip
+#endif
 	:: else
 	fi;
 #endif
@@ -808,6 +866,10 @@ init
 		maxv[R] = UNLIMITED;
 		minv[A] = 2;
 		hu[A] = 3;
+#elif defined(CFG_OOM)
+		maxv[R] = 2; /* thread 0's charge starts at max */
+		minv[A] = 2; /* and no reclaim can make room */
+		hu[A] = 2;
 #elif defined(CFG_PAIR)
 		maxv[R] = 2; /* both charges start at max */
 		minv[A] = 1;
@@ -833,7 +895,7 @@ init
 	assert(lcl[A] == hu[A] && lcl[B] == hu[B] && lcl[R] == hu[R]);
 	assert(claimed[R] == 0 && claimed[A] == 0 && pins[R] == 0 && pins[A] == 0 && pins[B] == 0);
 	assert(incb[A] == 0 && reglock == 0 && tlock == 0 && claimlock == 0 && reclaimers == 0);
-#if !defined(CFG_CLAIM_REFILL) && !defined(CFG_PAIR)
+#if !defined(CFG_CLAIM_REFILL) && !defined(CFG_PAIR) && !defined(CFG_OOM)
 	assert(dead[B])
 #endif
 }
