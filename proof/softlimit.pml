@@ -107,7 +107,7 @@ byte takers;		/* stock.c:135 sl__stock_takers */
 /* internal.h struct sl__stock: ask (the slot bits are slot 0's, so ask
  * holds the number alone, 0 = none), answered, asked (the folder's,
  * under the registry lock), eager */
-byte ask[NT];
+byte sask[NT];
 byte answered[NT];
 byte asked[NT];
 byte eager[NT];
@@ -334,8 +334,8 @@ inline answer(me)
 	inflight[me] = 1; /* stock.c:362 */
 #endif
 	atomic { /* stock.c:364 exchange the ask for 0 */
-		a = ask[me];
-		ask[me] = 0
+		a = sask[me];
+		sask[me] = 0
 	}
 	if
 	:: a -> /* stock.c:365-370 slot 0's bit */
@@ -366,7 +366,7 @@ inline charge_flagged(me, g, amt, fl)
 	if
 	:: takers & TAKERS_ASK -> /* stock.c:405 */
 		if
-		:: ask[me] -> answer(me) /* stock.c:405-406 */
+		:: sask[me] -> answer(me) /* stock.c:405-406 */
 		:: else
 		fi
 	:: else
@@ -526,7 +526,7 @@ inline fold_by_owners(top)
 					:: matches(0, top, sg) ->
 						ask_seq++;
 						asked[s] = ask_seq; /* stock.c:709 */
-						ask[s] = ask_seq; /* stock.c:710 */
+						sask[s] = ask_seq; /* stock.c:710 */
 						pending++ /* stock.c:711 */
 					:: else
 					fi;
@@ -575,7 +575,7 @@ inline fold_by_owners(top)
 			:: else ->
 				if
 				:: asked[s] ->
-					ask[s] = 0;
+					sask[s] = 0;
 					asked[s] = 0
 				:: else
 				fi;

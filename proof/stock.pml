@@ -225,7 +225,7 @@ init
 	assert(checks[A] == 0 && checks[R] == 0 && reglock == 0 && busy == 0);
 	assert(inflight[0] == 0 && inflight[1] == 0 && inflight[2] == 0);
 #ifdef FENCE
-	assert(takers == 0 && ask[0] == 0 && ask[1] == 0 && ask[2] == 0);
+	assert(takers == 0 && sask[0] == 0 && sask[1] == 0 && sask[2] == 0);
 	assert(asked[0] == 0 && asked[1] == 0 && asked[2] == 0)
 #endif
 }
