@@ -68,7 +68,7 @@
 #endif
 #define CAP (2 * BATCH)	/* stock.c:stock_bind:317 cap = 2 * batch */
 #ifndef FOLD_ROUNDS
-#define FOLD_ROUNDS 1	/* uncharge.c:86 SL__FOLD_ROUNDS is 2; any number is the same protocol */
+#define FOLD_ROUNDS 1	/* uncharge.c:13 SL__FOLD_ROUNDS is 2; any number is the same protocol */
 #endif
 
 #define parent(g) (g == R -> NONE : R)
@@ -97,7 +97,7 @@ bit usage_reads;	/* stock.c:422 usage_reads: a usage read at work */
 
 #ifdef FENCE
 /* ---- the fence protocol (stock.c:28-88, 322-416, 610-773;
- * internal.h:276-321) ---- */
+ * internal.h:279-321) ---- */
 #define TAKERS_TAKE 1	/* internal.h:297 SL__TAKERS_TAKE */
 #define TAKERS_ASK 2	/* internal.h:298 SL__TAKERS_ASK */
 #ifndef EAGER_REFILLS
@@ -752,51 +752,51 @@ inline sub_clamped_local(g, want, got)
 	}
 }
 
-/* uncharge.c:take_local_exact:101-120 */
+/* uncharge.c:take_local_exact:28-47 */
 inline take_local_exact(g, amt, got)
 {
-	checks[g]++; /* uncharge.c:107 */
-	quiesce(); /* uncharge.c:109 */
-	drain_group(g, du); /* uncharge.c:110 */
-	quiesce(); /* uncharge.c:114 */
-	sub_clamped_local(g, (amt), got); /* uncharge.c:115 */
-	checks[g]-- /* uncharge.c:118 */
+	checks[g]++; /* uncharge.c:34 */
+	quiesce(); /* uncharge.c:36 */
+	drain_group(g, du); /* uncharge.c:37 */
+	quiesce(); /* uncharge.c:41 */
+	sub_clamped_local(g, (amt), got); /* uncharge.c:42 */
+	checks[g]-- /* uncharge.c:45 */
 }
 
-/* uncharge.c:sl_uncharge:191-221 and sl__uncharge_slow:133-183 */
+/* uncharge.c:sl_uncharge:118-148 and sl__uncharge_slow:60-110 */
 inline uncharge(me, g, amt, rc)
 {
 	atomic { hu[g] = hu[g] - (amt) } /* ghost: the host frees the units */
 	rc = 255;
 	if
-	:: sgroup[me] == g -> /* uncharge.c:196 */
+	:: sgroup[me] == g -> /* uncharge.c:123 */
 #ifdef FENCE
-		/* uncharge.c:202-211: sl__stock_enter() (internal.h:306-315),
+		/* uncharge.c:129-138: sl__stock_enter() (internal.h:306-315),
 		 * a plain load and store, sl__stock_leave() (internal.h:318-321) */
 		stock_enter(me);
 		if
 		:: ent ->
-			atomic { /* uncharge.c:204 the plain load */
+			atomic { /* uncharge.c:131 the plain load */
 				tu = sunits[me];
 				tl = sledger[me]
 			}
 			if
-			:: tl >= (amt) && tu + (amt) <= CAP -> /* uncharge.c:205 */
-				atomic { /* uncharge.c:206 the plain store */
+			:: tl >= (amt) && tu + (amt) <= CAP -> /* uncharge.c:132 */
+				atomic { /* uncharge.c:133 the plain store */
 					sunits[me] = tu + (amt);
 					sledger[me] = tl - (amt)
 				}
 				rc = OK
 			:: else
 			fi;
-			inflight[me] = 0; /* uncharge.c:207, :210 */
+			inflight[me] = 0; /* uncharge.c:134, :137 */
 			tu = 0;
 			tl = 0
 		:: else
 		fi;
 		ent = 0
 #else
-		/* uncharge.c:213-217 fast path: the ledger covers it, one CAS */
+		/* uncharge.c:140-144 fast path: the ledger covers it, one CAS */
 		atomic {
 			if
 			:: sledger[me] >= (amt) && sunits[me] + (amt) <= CAP ->
@@ -816,7 +816,7 @@ inline uncharge(me, g, amt, rc)
 		rel = 0;
 		if
 		:: sgroup[me] == g ->
-			/* uncharge.c:144-159 what our own ledger covers, one CAS */
+			/* uncharge.c:71-86 what our own ledger covers, one CAS */
 			atomic {
 				taken = min2(sledger[me], left);
 				keep = min2(taken, (CAP > sunits[me] -> CAP - sunits[me] : 0));
@@ -830,7 +830,7 @@ inline uncharge(me, g, amt, rc)
 		:: else
 		fi;
 		round = 0;
-		do /* uncharge.c:160 */
+		do /* uncharge.c:87 */
 		:: left == 0 -> break
 		:: else ->
 #ifdef MUTANT_FALSE_OVERUNCHARGE
@@ -842,7 +842,7 @@ inline uncharge(me, g, amt, rc)
 #endif
 			if
 			:: round > FOLD_ROUNDS ->
-				take_local_exact(g, left, got); /* uncharge.c:164-169 */
+				take_local_exact(g, left, got); /* uncharge.c:91-96 */
 				left = left - got;
 				rel = rel + got;
 				break
@@ -850,20 +850,20 @@ inline uncharge(me, g, amt, rc)
 			fi;
 			if
 			:: round ->
-				fold_ledgers(g); /* uncharge.c:171 */
-				quiesce() /* uncharge.c:172 */
+				fold_ledgers(g); /* uncharge.c:98 */
+				quiesce() /* uncharge.c:99 */
 			:: else
 			fi;
-			sub_clamped_local(g, left, got); /* uncharge.c:176 */
+			sub_clamped_local(g, left, got); /* uncharge.c:103 */
 			left = left - got;
 			rel = rel + got;
 			round++
 		od;
 		if
-		:: rel -> counter_cancel(g, rel) /* uncharge.c:180-181 */
+		:: rel -> counter_cancel(g, rel) /* uncharge.c:107-108 */
 		:: else
 		fi;
-		rc = (left -> EINVAL : OK); /* uncharge.c:182 */
+		rc = (left -> EINVAL : OK); /* uncharge.c:109 */
 		left = 0;
 		rel = 0;
 		got = 0;
