@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # proof/check.sh - run the SPIN models of proof/ exhaustively: the clean
-# models must pass, each mutant (a fixed bug put back) must fail with a
-# trail.  Prints a table (model, states, time, result); exits nonzero on
+# models must pass, each mutant (a fixed bug put back, or a step of the
+# fence protocol broken) must fail with a trail.  Prints a table (model, states, time, result); exits nonzero on
 # any surprise.  Needs spin and gcc.  Trails are kept in $SL_PROOF_DIR
 # (default build/proof): replay one with
 #   cd build/proof/<case> && spin -t -p -g <defines> <model>.pml
@@ -19,29 +19,48 @@ command -v spin >/dev/null || { echo "check.sh: spin not found (apt-get install 
 # 1 with the re-entrant callback, whose 4 take 20 M states).
 full="-DRETRIES=16 -DPROP_ROUNDS=8"
 
-# name | model | defines | expect (pass or fail) | gcc's -O (default -O2;
-# reclaim.pml's pan.c takes gcc -O2 half a minute, more than its search)
+# name | model | defines | expect (pass or fail) | gcc's -O (default -O0:
+# gcc -O2 takes 6-35 s on these pan.c files, and gains at most 10 % on the
+# largest search, 35 M states) | pan's hash table (default -w24; -w26 for
+# the searches of 24 M states and more: about 20 % faster)
 cases=(
 	"handoff|stock|-DCFG_HANDOFF|pass"
 	"handoff-fold0|stock|-DCFG_HANDOFF -DFOLD_ROUNDS=0|pass"
-	"enomem|stock|-DCFG_ENOMEM|pass"
+	"handoff-own|stock|-DCFG_HANDOFF -DOWN_UNIT|pass"
+	"enomem|stock|-DCFG_ENOMEM|pass||-w26"
 	"setmax|stock|-DCFG_SETMAX|pass"
 	"mutant-false-overuncharge|stock|-DCFG_HANDOFF -DMUTANT_FALSE_OVERUNCHARGE|fail"
 	"mutant-refill-after-drain|stock|-DCFG_HANDOFF -DFOLD_ROUNDS=0 -DMUTANT_REFILL_AFTER_DRAIN|fail"
 	"mutant-set-max|stock|-DCFG_SETMAX -DMUTANT_SET_MAX|fail"
-	"reclaim-pair|reclaim|-DCFG_PAIR $full -DWAIT_ROUNDS=4|pass|-O0"
-	"reclaim-pair-reentrant|reclaim|-DCFG_PAIR -DREENTRANT $full|pass|-O0"
-	"reclaim-destroy|reclaim|-DCFG_DESTROY $full -DWAIT_ROUNDS=4|pass|-O0"
-	"reclaim-destroy-reentrant|reclaim|-DCFG_DESTROY -DREENTRANT $full -DWAIT_ROUNDS=4|pass|-O0"
-	"claim-refill|reclaim|-DCFG_CLAIM_REFILL $full|pass|-O0"
-	"mutant-usage-split|reclaim|-DCFG_CLAIM_REFILL -DMUTANT_USAGE_SPLIT $full|fail|-O0"
-	"mutant-claim-order|reclaim|-DCFG_PAIR -DMUTANT_CLAIM_ORDER -DMUTANT_NO_CALLBACK_TURNS $full|fail|-O0"
+	"fence-handoff|stock|-DFENCE -DCFG_HANDOFF|pass"
+	"fence-handoff-fold0|stock|-DFENCE -DCFG_HANDOFF -DFOLD_ROUNDS=0|pass"
+	"fence-handoff-own|stock|-DFENCE -DCFG_HANDOFF -DOWN_UNIT|pass"
+	"fence-enomem|stock|-DFENCE -DCFG_ENOMEM|pass||-w26"
+	"fence-setmax|stock|-DFENCE -DCFG_SETMAX|pass"
+	"mutant-enter-look-first|stock|-DFENCE -DCFG_HANDOFF -DMUTANT_ENTER_LOOK_FIRST|fail"
+	"mutant-enter-no-look|stock|-DFENCE -DCFG_HANDOFF -DMUTANT_ENTER_NO_LOOK|fail"
+	"mutant-answer-no-inflight|stock|-DFENCE -DCFG_HANDOFF -DMUTANT_ANSWER_NO_INFLIGHT|fail"
+	"mutant-eager-unflagged|stock|-DFENCE -DCFG_HANDOFF -DOWN_UNIT -DMUTANT_EAGER_UNFLAGGED|fail"
+	"mutant-take-others-unfenced|stock|-DFENCE -DCFG_ENOMEM -DMUTANT_TAKE_OTHERS_UNFENCED|fail"
+	"reclaim-pair|reclaim|-DCFG_PAIR $full -DWAIT_ROUNDS=4|pass"
+	"reclaim-pair-reentrant|reclaim|-DCFG_PAIR -DREENTRANT $full|pass"
+	"reclaim-destroy|reclaim|-DCFG_DESTROY $full -DWAIT_ROUNDS=4|pass"
+	"reclaim-destroy-reentrant|reclaim|-DCFG_DESTROY -DREENTRANT $full -DWAIT_ROUNDS=4|pass"
+	"claim-refill|reclaim|-DCFG_CLAIM_REFILL $full|pass"
+	"reclaim-oom|reclaim|-DCFG_OOM $full -DWAIT_ROUNDS=4|pass"
+	"fence-reclaim-pair|reclaim|-DFENCE -DCFG_PAIR $full -DWAIT_ROUNDS=4|pass"
+	"fence-reclaim-destroy|reclaim|-DFENCE -DCFG_DESTROY $full -DWAIT_ROUNDS=4|pass"
+	"fence-reclaim-oom|reclaim|-DFENCE -DCFG_OOM $full -DWAIT_ROUNDS=4|pass"
+	"mutant-usage-split|reclaim|-DCFG_CLAIM_REFILL -DMUTANT_USAGE_SPLIT $full|fail"
+	"mutant-claim-order|reclaim|-DCFG_PAIR -DMUTANT_CLAIM_ORDER -DMUTANT_NO_CALLBACK_TURNS $full|fail"
+	"mutant-force-no-drain|reclaim|-DCFG_OOM -DMUTANT_FORCE_NO_DRAIN $full -DWAIT_ROUNDS=4|fail"
 )
 
-printf '%-28s %-11s %12s %8s  %s\n' model file states time result
-bad=0
-for c in "${cases[@]}"; do
-	IFS='|' read -r name model defs expect opt <<<"$c"
+# One case: its row of the table into $dir/row, and "bad" into $dir/bad on
+# a surprise.
+run_case() {
+	local name model defs expect opt hash dir t0 t1 states errors result
+	IFS='|' read -r name model defs expect opt hash <<<"$1"
 	dir=$out/$name
 	rm -rf "$dir"
 	mkdir -p "$dir"
@@ -49,22 +68,55 @@ for c in "${cases[@]}"; do
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086 # defs is a list of words
 	(cd "$dir" && spin $defs -a "$model.pml" >spin.log 2>&1 &&
-		gcc "${opt:--O2}" -w -DCOLLAPSE -DSAFETY -o pan pan.c >>spin.log 2>&1 &&
-		./pan -m200000 >pan.log 2>&1) || true
+		gcc "${opt:--O0}" -w -DCOLLAPSE -DSAFETY -o pan pan.c >>spin.log 2>&1 &&
+		./pan -m200000 "${hash:--w24}" >pan.log 2>&1) || true
 	t1=$(date +%s.%N)
 	states=$(sed -n 's/^ *\([0-9][0-9]*\) states, stored.*/\1/p' "$dir/pan.log" 2>/dev/null | head -1)
 	errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' "$dir/pan.log" 2>/dev/null | head -1)
 	if [ -z "$errors" ]; then
 		result="ERROR (see $dir/spin.log, pan.log)"
-		bad=1
+		echo bad >"$dir/bad"
 	elif [ "$errors" = 0 ] && [ "$expect" = pass ]; then
 		result="pass"
 	elif [ "$errors" != 0 ] && [ "$expect" = fail ] && [ -f "$dir/$model.pml.trail" ]; then
 		result="caught: $(grep -m1 -o 'assertion violated.*\|invalid end state.*' "$dir/pan.log" | cut -c1-60)"
 	else
 		result="SURPRISE: expected $expect, errors $errors (trail in $dir)"
-		bad=1
+		echo bad >"$dir/bad"
 	fi
-	printf '%-28s %-11s %12s %7.1fs  %s\n' "$name" "$model.pml" "${states:-?}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$result"
+	printf '%-28s %-11s %12s %7.1fs  %s\n' "$name" "$model.pml" "${states:-?}" \
+		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$result" >"$dir/row"
+}
+
+# SL_PROOF_JOBS cases at a time (default 1; 2 made the whole run slower
+# here, with other sessions on the 2 cores), the largest first (so that
+# the small ones fill in around them); the table keeps the list's order.
+first="fence-enomem enomem reclaim-pair-reentrant fence-handoff-own mutant-eager-unflagged"
+jobs_max=${SL_PROOF_JOBS:-1}
+t_start=$(date +%s)
+launch=()
+for n in $first; do
+	for c in "${cases[@]}"; do
+		[ "${c%%|*}" != "$n" ] || launch+=("$c")
+	done
 done
+for c in "${cases[@]}"; do
+	case " $first " in *" ${c%%|*} "*) ;; *) launch+=("$c") ;; esac
+done
+for c in "${launch[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+		wait -n || true
+	done
+	run_case "$c" &
+done
+wait
+
+printf '%-28s %-11s %12s %8s  %s\n' model file states time result
+bad=0
+for c in "${cases[@]}"; do
+	name=${c%%|*}
+	cat "$out/$name/row" 2>/dev/null || { echo "$name: no result"; bad=1; }
+	[ ! -f "$out/$name/bad" ] || bad=1
+done
+echo "whole run: $(($(date +%s) - t_start)) s, $jobs_max at a time"
 exit $bad

@@ -27,15 +27,27 @@
  *   states unfinished); the two configurations above split its roles.
  * -DCFG_CLAIM_REFILL: R unlimited, A min 2, the host holds 3 units of A.
  *   Thread 0 calls sl_reclaim(R, 3); thread 1 charges 1 unit to A
- *   (SL_NORECLAIM) through a stock refill, then exits.  A known failure of
- *   the C code (claim() takes usage and the stocks' units at two different
- *   times), see proof/README.md.
+ *   (SL_NORECLAIM) through a stock refill, then exits.  It failed on the
+ *   code before ecd6ef4 (claim() took usage and the stocks' units at two
+ *   different times; MUTANT_USAGE_SPLIT puts that back, proof/README.md).
+ * -DCFG_OOM: R max 2, A min 2, the host holds 2 units of A, so no reclaim
+ *   can make room.
+ *     thread 0  charges 1 unit to R with SL_FORCE: every round makes no
+ *               progress, then its OOM handler runs (-DOOM, below);
+ *     thread 1  charges 1 unit to B (SL_NORECLAIM), uncharges it.
  *
- * Abstractions beyond softlimit.pml's:
+ * What this model leaves out (beyond softlimit.pml's list), and
+ * abstractions:
+ *  - either stock protocol (-DFENCE as in stock.pml); the FENCE handover
+ *    (asks and answers) never runs here: no thread folds another's ledger
+ *    (stock.pml's CFG_HANDOFF checks it);
+ *  - background reclaim, high and sl_handle_over_high(), the PROTECTION and
+ *    GATEKEEPER policies, refault ranks, events and step floors other than
+ *    min;
  *  - the policy is GUARANTEE with soft 0 everywhere, so every group with a
  *    count is an over-soft candidate; pass 1 asks A for its own charges,
  *    pass 2 asks A for what it holds above min.  B has no callback and is
- *    never asked (reclaim.c:169), but both passes pin it;
+ *    never asked (reclaim.c:175), but both passes pin it;
  *  - RETRIES rounds without progress (atmax.c:13: 16, as proof/check.sh
  *    runs it; the default 2 suffices for the no-false-ENOMEM property,
  *    which looks only at charges that ran alone: alone, the first round
@@ -43,7 +55,9 @@
  *    which nothing changes but what this charge does); WAIT_ROUNDS (4096
  *    in atmax.c:15; check.sh: 4) and PROP_ROUNDS (proportional.c:12: 8,
  *    as check.sh runs it), default 1 each;
- *  - no OOM handler (ask_oom_handler() declines: atmax.c:157-158);
+ *  - the OOM handler only with -DOOM (CFG_OOM sets it): thread 0's may
+ *    free the host's units of A, charge a unit of A, and decline or ask
+ *    again (ask_oom_handler() below); without it, none (atmax.c:52-53);
  *  - reclaim_batch is SL_RECLAIM_BATCH_DEFAULT, but atmax.c:36 caps it at
  *    max / 16, which is 0 for these maxes, so target == must.
  *
@@ -67,8 +81,11 @@
  *   - the monitor of stock.pml (a max never passed by an unforced charge);
  *   - at the end, counters and host units agree; no deadlock.
  */
-#if defined(CFG_CLAIM_REFILL) || defined(CFG_PAIR) || defined(CFG_DESTROY)
+#if defined(CFG_CLAIM_REFILL) || defined(CFG_PAIR) || defined(CFG_DESTROY) || defined(CFG_OOM)
 #define NT 2
+#endif
+#ifdef CFG_OOM
+#define OOM
 #endif
 #include "softlimit.pml"
 
@@ -95,7 +112,8 @@ bit has_callback[NG];
 byte pend[NG];		/* ghost: units of charges to g in flight */
 
 /* This thread's A callback charges back what it frees (REENTRANT): its
- * reclaims make no progress (reclaim.c:187-190 measures own charges), and
+ * reclaims make no progress (reclaim.c:180, :190, :193-196 measure own
+ * charges), and
  * a charge that fails after rounds without progress keeps the rule of
  * softlimit.h's sl_charge() ("or the callbacks freed nothing"), so the
  * no-false-ENOMEM check does not apply to it. */
@@ -121,7 +139,7 @@ inline charge_begin(g, amt)
 }
 
 /*
- * stock.c:sl__stock_usage:833-852: the host's usage of top's subtree, the
+ * stock.c:sl__stock_usage:844-862: the host's usage of top's subtree, the
  * count less the units that stocks hold, read under the registry lock with
  * every transit (a refill or a rebind) kept out (transit_begin()).  Each
  * slot is read in its own step: fast paths go on meanwhile.
@@ -134,20 +152,20 @@ inline stock_usage(top, u)
 	u = count[top];
 	lock(reglock);
 #else
-	lock(reglock); /* stock.c:839 */
-	usage_reads = 1; /* stock.c:841 */
+	lock(reglock); /* stock.c:849 */
+	usage_reads = 1; /* stock.c:852 */
 	s = 0;
-	do /* stock.c:842 quiesce_locked() */
+	do /* stock.c:853 quiesce_locked() */
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:511 wait */
+		inflight[s] == 0; /* stock.c:522 wait */
 		s++
 	od;
-	u = count[top]; /* stock.c:843 */
+	u = count[top]; /* stock.c:854 */
 #endif
 	n = 0;
 	s = 0;
-	do /* stock.c:844 scan_locked() */
+	do /* stock.c:855 scan_locked() */
 	:: s == NT -> break
 	:: else ->
 		atomic {
@@ -159,19 +177,19 @@ inline stock_usage(top, u)
 		}
 	od;
 	s = 0;
-	u = u - min2(u, n); /* stock.c:849-850 */
+	u = u - min2(u, n); /* stock.c:860-861 */
 	n = 0;
-	usage_reads = 0; /* stock.c:845 */
-	unlock(reglock) /* stock.c:846 */
+	usage_reads = 0; /* stock.c:856 */
+	unlock(reglock) /* stock.c:857 */
 }
 
-/* stock.c:sl__stock_drain_mine:475-485: take this thread's own slot if it
+/* stock.c:sl__stock_drain_mine:784-794: take this thread's own slot if it
  * is bound in top's subtree (only its owner or a taker under the registry
  * lock, which we hold, writes it: one step). */
 inline drain_mine(top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:481 */
+	lock(reglock); /* stock.c:790 */
 	atomic {
 		if
 		:: sgroup[me] != NONE && is_ancestor(top, sgroup[me]) ->
@@ -185,22 +203,23 @@ inline drain_mine(top, du)
 	if
 	:: tu || tl ->
 		sg = sgroup[me];
-		slot_flush(sg, tu, tl); /* stock.c:take_slot */
+		slot_flush(sg, tu, tl); /* stock.c:791, take_slot:600-606 */
 		du = tu;
 		sg = 0;
 		tu = 0;
 		tl = 0
 	:: else
 	fi;
-	unlock(reglock) /* stock.c:483 */
+	unlock(reglock) /* stock.c:792 */
 }
 
-/* reclaim.c:sl__own_of:39-42: local plus this thread's ledger */
+/* reclaim.c:sl__own_of:41-44: local plus this thread's ledger
+ * (stock.c:sl__stock_my_ledger:878-883) */
 #define own_of(g) (lcl[g] + (sgroup[me] == g -> sledger[me] : 0))
 
 /*
- * A charge inside a callback: charge.c:sl_charge:41-72 (fast path),
- * sl__charge_slow:30-32 (refill), charge_exact:13-19, and sl__at_max() with
+ * A charge inside a callback: charge.c:sl_charge:42-73 (fast path),
+ * sl__charge_slow:30-32 (refill), charge_exact:13-18, and sl__at_max() with
  * SL_NORECLAIM: atmax.c:114-117 drains the subtree of the group in the way
  * and retries (:165-169) if that gave units back, else :123-124 gives up.
  */
@@ -217,7 +236,7 @@ inline nested_charge(g, amt)
 		:: else ->
 			counter_try(g, amt, 0, nrc, nfail);
 			if
-			:: nrc == OK -> lcl[g] = lcl[g] + (amt) /* charge.c:18 */
+			:: nrc == OK -> lcl[g] = lcl[g] + (amt) /* charge.c:17-18 */
 			:: else ->
 				drain_subtree(nfail, du); /* atmax.c:116 */
 				if
@@ -249,33 +268,33 @@ inline nested_charge(g, amt)
 	du = 0
 }
 
-/* reclaim.c:claim:86-122 (step floors: none, soft is 0) */
+/* reclaim.c:claim:88-128 (step floors: none, soft is 0) */
 inline claim(g, want)
 {
-	lock(claimlock); /* reclaim.c:92 */
+	lock(claimlock); /* reclaim.c:94 */
 	p = g;
-	do /* reclaim.c:93 up to the scope (R) */
+	do /* reclaim.c:95 up to the scope (R) */
 	:: p == NONE || want == 0 -> break
 	:: else ->
 		if
-		:: minv[p] -> /* reclaim.c:96-101: min_on_path */
+		:: minv[p] -> /* reclaim.c:98-103: min_on_path */
 #ifdef MUTANT_CLAIM_ORDER
 			/* the order before c871bc1: usage, then claimed (caught
 			 * only with MUTANT_NO_CALLBACK_TURNS too: with turns no
 			 * other claim on A comes and goes during ours) */
-			stock_usage(p, usage); /* reclaim.c:116 */
+			stock_usage(p, usage); /* reclaim.c:115-116 */
 			taken = claimed[p] + minv[p]; /* reclaim.c:110 */
 #else
 			taken = claimed[p] + minv[p]; /* reclaim.c:110 claimed first */
-			stock_usage(p, usage); /* reclaim.c:116 then usage */
+			stock_usage(p, usage); /* reclaim.c:115-116 then usage */
 #endif
-			want = min2(want, (usage > taken -> usage - taken : 0)) /* reclaim.c:113 */
+			want = min2(want, (usage > taken -> usage - taken : 0)) /* reclaim.c:119 */
 		:: else
 		fi;
 		p = parent(p)
 	od;
 	if
-	:: want -> /* reclaim.c:117-119 */
+	:: want -> /* reclaim.c:123-125 */
 		q = g;
 		do
 		:: q == NONE -> break
@@ -285,7 +304,7 @@ inline claim(g, want)
 		od
 	:: else
 	fi;
-	unlock(claimlock); /* reclaim.c:120 */
+	unlock(claimlock); /* reclaim.c:126 */
 	p = 0;
 	q = 0;
 	n = 0;
@@ -302,24 +321,24 @@ inline claim(g, want)
 #define cb_end(g) unlock(incb[g])
 #endif
 
-/* reclaim.c:sl__reclaim_group:164-199 for a group the caller pinned,
+/* reclaim.c:sl__reclaim_group:170-206 for a group the caller pinned,
  * asked for ask units (floor 0: the min on the path is claim()'s). */
 inline reclaim_group(g)
 {
 	if
-	:: freed >= target || !has_callback[g] -> skip /* reclaim.c:169-170 */
+	:: freed >= target || !has_callback[g] -> skip /* reclaim.c:175-176 */
 	:: else ->
 		assert(!dead[g]); /* pinned: never freed under us */
-		cb_begin(g); /* reclaim.c:171 callback_begin():140-150 */
-		before = own_of(g); /* reclaim.c:174 */
-		want = min2(min2(ask, target - freed), before); /* reclaim.c:175 */
+		cb_begin(g); /* reclaim.c:177 callback_begin():146-156 */
+		before = own_of(g); /* reclaim.c:180 */
+		want = min2(min2(ask, target - freed), before); /* reclaim.c:181 */
 		if
-		:: want -> claim(g, want) /* reclaim.c:176 */
+		:: want -> claim(g, want) /* reclaim.c:182 */
 		:: else
 		fi;
 		if
 		:: want ->
-			/* reclaim.c:182 the host's callback: it frees what it
+			/* reclaim.c:188 the host's callback: it frees what it
 			 * holds of g, up to want, through sl_uncharge() */
 			ret = min2(want, hu[g]);
 			/* min is never reclaimed */
@@ -336,25 +355,25 @@ inline reclaim_group(g)
 			:: else
 			fi;
 #endif
-			after = own_of(g); /* reclaim.c:184 */
-			q = g; /* reclaim.c:185 unclaim():124-131 */
+			after = own_of(g); /* reclaim.c:190 */
+			q = g; /* reclaim.c:191 unclaim():130-137 */
 			do
 			:: q == NONE -> break
 			:: else ->
 				claimed[q] = claimed[q] - want;
 				q = parent(q)
 			od;
-			cb_end(g); /* reclaim.c:186 callback_end():152-155 */
-			/* reclaim.c:187-197 measured progress */
+			cb_end(g); /* reclaim.c:192 callback_end():158-161 */
+			/* reclaim.c:193-204 measured progress */
 			got = min2(ret, (before > after -> before - after : 0));
 			if
 			:: got ->
-				progress = progress + got; /* reclaim.c:193 */
-				freed = freed + got /* reclaim.c:197 */
+				progress = progress + got; /* reclaim.c:200 */
+				freed = freed + got /* reclaim.c:204 */
 			:: else
 			fi
 		:: else ->
-			cb_end(g) /* reclaim.c:177 */
+			cb_end(g) /* reclaim.c:183 */
 		fi
 	fi;
 	before = 0;
@@ -368,9 +387,9 @@ inline reclaim_group(g)
 
 /* proportional.c:sl__proportional:144-150, a round's start: refresh and
  * rec.  Only A can give (R and B have no callback, so own 0: :79); rec(A)
- * is what it holds, at most its usage, above its min (:90-97).
+ * is what it holds, at most its usage, above its min (:80-81, :93-95).
  * take_subtree(R):102-128 gives R's own share, 0, to R (:122, no
- * callback: reclaim.c:169) and A all the rest (:121, split.c: a part of
+ * callback: reclaim.c:175) and A all the rest (:121, split.c: a part of
  * weight 0 gets nothing); take_subtree(A) asks A (:122). */
 inline prop_round_ask()
 {
@@ -387,30 +406,30 @@ inline prop_round_ask()
 }
 
 /*
- * reclaim.c:sl__reclaim:212-228 with GUARANTEE (policy_guarantee.c:54-57:
- * victims.c:sl__reclaim_by_excess:143-160): the scope's own charges, pass
+ * reclaim.c:sl__reclaim:219-235 with GUARANTEE (policy_guarantee.c:58-61:
+ * victims.c:sl__reclaim_by_excess:167-184): the scope's own charges, pass
  * 1 over the candidates, then pass 2 (proportional.c:sl__proportional:
  * 134-158).  Every ask of A goes through the one reclaim_group() below
  * (ph 1: pass 1, ph 2: pass 2's rounds), which keeps the model small.
  */
 inline reclaim(scope, tgt, mst, drn)
 {
-	reclaimers++; /* reclaim.c:217 */
+	reclaimers++; /* reclaim.c:224 */
 	target = tgt;
 	must = mst;
 	freed = 0;
 	if
-	:: drn -> drain_subtree(scope, du) /* reclaim.c:222-223 */
+	:: drn -> drain_subtree(scope, du) /* reclaim.c:229-230 */
 	:: else
 	fi;
-	/* victims.c:148 the scope's own charges: R has no callback
-	 * (reclaim.c:169) */
+	/* victims.c:172 the scope's own charges: R has no callback
+	 * (reclaim.c:175) */
 	ask = 0;
 	if
-	:: freed < target -> /* victims.c:149 */
-		/* victims.c:150 sl__over_collect() under the index lock
-		 * (overindex.c:collect:124-148): the groups in the scope but the
-		 * scope with count > soft (0), pinned (victims.c:add_cand:29) */
+	:: freed < target -> /* victims.c:173 */
+		/* victims.c:174 sl__over_collect() under the index lock
+		 * (overindex.c:collect:118-149): the groups in the scope but the
+		 * scope with count > soft (0), pinned (victims.c:add_cand:28) */
 		lock(tlock);
 		cand_a = !dead[A] && count[A] > 0;
 		cand_b = !dead[B] && count[B] > 0;
@@ -423,14 +442,15 @@ inline reclaim(scope, tgt, mst, drn)
 		:: else
 		fi;
 		unlock(tlock);
-		/* policy_guarantee.c:pass1:48-51: A's excess is its own
-		 * charges (victims.c:excess_of:49-50, soft 0), B's is 0 */
+		/* policy_guarantee.c:pass1:47-56 (victims.c:victims_next:
+		 * 125-160): A's excess is its own charges (victims.c:excess_of:
+		 * 50-51, soft 0), B's is 0 (no callback) */
 		if
 		:: cand_a ->
 			ask = own_of(A);
 			if
 			:: ask ->
-				/* policy_guarantee.c:49 and shrink:25 */
+				/* policy_guarantee.c:53 and shrink:29 */
 				ask = min2(ask, target - freed);
 				ask = min2(own_of(A), ask)
 			:: else
@@ -441,7 +461,7 @@ inline reclaim(scope, tgt, mst, drn)
 	fi;
 	ph = 1;
 	do
-	:: /* pass 1: shrink():25 (floor soft 0, so :26-27 out); pass 2:
+	:: /* pass 1: shrink():29 (floor soft 0, so :30-31 goto out); pass 2:
 	    * proportional.c:122 in take_subtree(A) */
 		if
 		:: ask -> reclaim_group(A)
@@ -449,7 +469,7 @@ inline reclaim(scope, tgt, mst, drn)
 		fi;
 		if
 		:: ph == 1 ->
-			/* victims.c:156 victims_release():33-40 */
+			/* victims.c:180 victims_release():34-41 */
 			if
 			:: cand_a -> pins[A]--
 			:: else
@@ -460,13 +480,13 @@ inline reclaim(scope, tgt, mst, drn)
 			fi;
 			cand_a = 0;
 			cand_b = 0;
-			/* victims.c:158 sl__pass2_begin(): reclaim.c:232-237 */
+			/* victims.c:182 sl__pass2_begin(): reclaim.c:239-244 */
 			if
 			:: target > must -> target = (must > freed -> must : freed)
 			:: else
 			fi;
 			if
-			:: freed < target -> /* victims.c:159 */
+			:: freed < target -> /* victims.c:182-183 */
 				pamt = target - freed;
 				/* proportional.c:141 sl__snapshot():27-58
 				 * pins every group under the topology lock */
@@ -511,7 +531,7 @@ inline reclaim(scope, tgt, mst, drn)
 	pgot = 0;
 	prd = 0;
 	pfreed = 0;
-	reclaimers--; /* reclaim.c:226 */
+	reclaimers--; /* reclaim.c:233 */
 	target = 0;
 	must = 0;
 	du = 0
@@ -534,6 +554,43 @@ inline reclaim_for_charge(at, need, rf)
 	mx = 0
 }
 
+/*
+ * atmax.c:ask_oom_handler:41-58.  Without -DOOM the tree has no handler
+ * (:52-53: declined).  With it, thread 0's handler (run with
+ * sl__tls_in_reclaim raised, :54-56, so its charges never reclaim) may free
+ * what the host holds of A (through sl_uncharge()), may then charge a unit
+ * of A (which may refill the thread's stock: the units of a batch that a
+ * forced charge must not count as usage), and declines or asks for one
+ * more try: any of the eight.
+ */
+inline ask_oom_handler(again)
+{
+	again = 0;
+#ifdef OOM
+	if
+	:: me == 0 ->
+		if
+		:: hu[A] ->
+			ret = hu[A];
+			uncharge(me, A, ret, rc2);
+			assert(rc2 == OK);
+			ret = 0;
+			rc2 = 0
+		:: true
+		fi;
+		if
+		:: nested_charge(A, 1)
+		:: true
+		fi;
+		if
+		:: again = 0
+		:: again = 1
+		fi
+	:: else
+	fi
+#endif
+}
+
 /* atmax.c:force_room:66-78 */
 inline force_room(g, amt)
 {
@@ -550,10 +607,9 @@ inline force_room(g, amt)
 	od;
 #ifdef MUTANT_FORCE_NO_DRAIN
 	/* the bug (before 7c95736): no drain where the charge drained before.
-	 * No longer caught: today every round without progress ends in a
-	 * drain of the subtree (atmax.c:149) and the loop breaks only after
-	 * one, so in a charge that runs alone nothing refills a stock between
-	 * that drain and this one (see proof/README.md). */
+	 * Caught with the OOM handler (CFG_OOM): it may charge through a
+	 * refill after the last drain, then decline; without it every way
+	 * out of the loop follows a drain of the subtree (proof/README.md). */
 	if
 	:: top != NONE && !(dr != NONE && is_ancestor(dr, top)) -> drain_subtree(top, du)
 	:: else
@@ -569,7 +625,7 @@ inline force_room(g, amt)
 	du = 0
 }
 
-/* atmax.c:sl__at_max:92-183 (no OOM handler); rc in: -ENOMEM from
+/* atmax.c:sl__at_max:92-183; rc in: -ENOMEM from
  * charge_exact(), failg the group in the way. */
 inline at_max(g, amt, flags, rc)
 {
@@ -593,7 +649,16 @@ inline at_max(g, amt, flags, rc)
 		if
 		:: retry -> skip /* atmax.c:117 */
 		:: !retry && !mayr -> break /* atmax.c:123-124 */
-		:: !retry && mayr && idle >= RETRIES -> break /* atmax.c:154-158 */
+		:: !retry && mayr && idle >= RETRIES && oomasked -> break /* atmax.c:154-155 */
+		:: !retry && mayr && idle >= RETRIES && !oomasked ->
+			oomasked = 1; /* atmax.c:156 */
+			ask_oom_handler(again); /* atmax.c:157 */
+			if
+			:: !again -> break /* atmax.c:157-158 */
+			:: else
+			fi;
+			idle = 0; /* atmax.c:159 */
+			dr = NONE /* atmax.c:160 */
 		:: !retry && mayr && idle < RETRIES ->
 			seen = progress; /* atmax.c:126 */
 #ifndef MUTANT_FORCE_NO_DRAIN
@@ -665,6 +730,8 @@ inline at_max(g, amt, flags, rc)
 	:: else
 	fi;
 	viastock = 0;
+	oomasked = 0;
+	again = 0;
 	mayr = 0;
 	dr = 0;
 	idle = 0;
@@ -673,7 +740,7 @@ inline at_max(g, amt, flags, rc)
 	retry = 0
 }
 
-/* sl_charge(): charge.c:sl_charge:41-72 (fast path), sl__charge_slow:22-34
+/* sl_charge(): charge.c:sl_charge:42-73 (fast path), sl__charge_slow:22-34
  * (a refill), charge_exact:10-20, then atmax.c:sl__at_max(). */
 inline charge(g, amt, flags, rc)
 {
@@ -706,19 +773,19 @@ inline charge(g, amt, flags, rc)
 	op_end()
 }
 
-/* tree.c:sl_group_destroy:245-306 */
+/* tree.c:sl_group_destroy:247-308 */
 inline destroy(g, rc)
 {
 	op_begin();
-	/* tree.c:263-271 wait for the pins under both locks (a spinning wait
+	/* tree.c:265-273 wait for the pins under both locks (a spinning wait
 	 * is a blocking guard) */
 	atomic { tlock == 0 && pins[g] == 0 -> tlock = 1 }
-	drain_group(g, du); /* tree.c:277 */
-	quiesce(); /* tree.c:278 */
+	drain_group(g, du); /* tree.c:279 */
+	quiesce(); /* tree.c:280 */
 	if
-	:: lcl[g] || count[g] -> rc = EBUSY /* tree.c:279-280 */
+	:: lcl[g] || count[g] -> rc = EBUSY /* tree.c:281-282 */
 	:: else ->
-		dead[g] = 1; /* tree.c:302 */
+		dead[g] = 1; /* tree.c:304-306 */
 		rc = OK
 	fi;
 	unlock(tlock);
@@ -732,7 +799,7 @@ proctype thread(byte me)
 	byte dr, idle, waits, seen, rf, cnt, mx, top, target, must, freed, before, after, want, ret, rc2, n, usage, nrc, nfail;
 	byte ask, ua, pamt, pgot, prd, pfreed;
 	byte cg, cfl, ph;
-	bit retry, mayr, viastock, cand_a, cand_b, snapb;
+	bit retry, mayr, viastock, cand_a, cand_b, snapb, oomasked, again;
 
 	/* what this thread charges (one charge() below for every role: the
 	 * inlines are large) */
@@ -742,9 +809,13 @@ proctype thread(byte me)
 #elif defined(CFG_PAIR)
 	cg = R;
 	cfl = (me == 0 -> FORCE : 0);
-#elif defined(CFG_DESTROY)
+#elif defined(CFG_DESTROY) || defined(CFG_OOM)
 	cg = (me == 0 -> R : B);
+#ifdef CFG_OOM
+	cfl = (me == 0 -> FORCE : NORECLAIM);
+#else
 	cfl = (me == 0 -> 0 : NORECLAIM);
+#endif
 #else
 	cg = (me == 2 -> B : R);
 	cfl = (me == 0 -> FORCE : (me == 1 -> 0 : NORECLAIM));
@@ -752,7 +823,7 @@ proctype thread(byte me)
 #ifdef CFG_CLAIM_REFILL
 	if
 	:: me == 0 ->
-		/* sl_reclaim(R, 3): reclaim.c:239-244 */
+		/* sl_reclaim(R, 3): reclaim.c:246-251 */
 		op_begin();
 		reclaim(R, 3, 3, 1);
 		op_end()
@@ -770,8 +841,12 @@ proctype thread(byte me)
 			op_end()
 		:: else
 		fi;
+#ifndef CFG_OOM
 		destroy(B, rc);
 		assert(rc == OK) /* B is empty: nothing keeps it */
+#else
+		skip
+#endif
 	:: else
 	fi;
 #endif
@@ -808,6 +883,10 @@ init
 		maxv[R] = UNLIMITED;
 		minv[A] = 2;
 		hu[A] = 3;
+#elif defined(CFG_OOM)
+		maxv[R] = 2; /* thread 0's charge starts at max */
+		minv[A] = 2; /* and no reclaim can make room */
+		hu[A] = 2;
 #elif defined(CFG_PAIR)
 		maxv[R] = 2; /* both charges start at max */
 		minv[A] = 1;
@@ -833,7 +912,7 @@ init
 	assert(lcl[A] == hu[A] && lcl[B] == hu[B] && lcl[R] == hu[R]);
 	assert(claimed[R] == 0 && claimed[A] == 0 && pins[R] == 0 && pins[A] == 0 && pins[B] == 0);
 	assert(incb[A] == 0 && reglock == 0 && tlock == 0 && claimlock == 0 && reclaimers == 0);
-#if !defined(CFG_CLAIM_REFILL) && !defined(CFG_PAIR)
+#if !defined(CFG_CLAIM_REFILL) && !defined(CFG_PAIR) && !defined(CFG_OOM)
 	assert(dead[B])
 #endif
 }

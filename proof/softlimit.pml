@@ -6,21 +6,47 @@
  * Promela statement (or atomic block) is one C atomic access or one step
  * under a lock: SPIN interleaves the threads at every such step.
  *
+ * Two stock protocols (lib/stock.c:28-88 says why both):
+ *  - CAS (the default here; lib/ uses it where membarrier is missing and in
+ *    TSan builds): the owner's fast path is a compare-and-swap on its slot
+ *    word, one atomic step;
+ *  - FENCE (spin -DFENCE; lib/'s default where the kernel has membarrier):
+ *    the owner's fast path raises its inflight flag, reads sl__stock_takers,
+ *    loads its word and writes it back with a plain store (two steps: the
+ *    load and the store, so a take between them would be lost) and lowers
+ *    the flag; a take from other threads' slots raises SL__TAKERS_TAKE,
+ *    issues membarrier() and waits for every inflight flag to fall before
+ *    it takes by CAS; a fold first asks the owners to fold their own
+ *    ledgers (the handover) and fences only if they do not answer in time.
+ *
  * What the model leaves out, and why that is sound for these properties:
  *  - memory order: SPIN's interleavings are sequentially consistent, so the
  *    model checks the protocol, not the acquire/release choices (TSan and
- *    the torture test do that);
+ *    the torture test do that).  Under FENCE the membarrier() is a step
+ *    that does nothing: the model checks the handshake given that the
+ *    fence makes every owner's flag store visible to the taker and the
+ *    taker's flag store to every owner's later load (which is what the
+ *    kernel's MEMBARRIER_CMD_PRIVATE_EXPEDITED promises), not the fence;
+ *    the owner's store-then-load of sl__stock_enter(), which the CPU may
+ *    reorder without that fence, is sequential here;
  *  - a weak CAS loop is one atomic step (the iteration that succeeds; the
- *    failed ones change nothing), and spinning waits (quiesce, destroy's
- *    pins) are blocking guards, so a wait that never ends is a deadlock;
+ *    failed ones change nothing), and spinning waits (quiesce, the
+ *    takers' wait, destroy's pins) are blocking guards, so a wait that
+ *    never ends is a deadlock;
+ *  - the folder's bounded wait for answers (stock.c:720-736, at most about
+ *    a fence's time) is a choice: the folder may give up at any moment,
+ *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:696-
+ *    699, 743-748) are the same choice at the start (any fold may fence
+ *    without asking);
  *  - one slot per thread (SL__STOCK_SLOTS is 8; eviction is the same
- *    rebind as a first bind), no ledger overflow (SL__LEDGER_MAX is 2^22),
- *    high unlimited, no peaks, events or over-soft index (they decide
- *    nothing here), every thread registered from the start;
+ *    rebind as a first bind), so an ask's slot bits are always slot 0's;
+ *    no ledger overflow (SL__LEDGER_MAX is 2^22), high unlimited, no
+ *    peaks, events or over-soft index (they decide nothing here), every
+ *    thread registered from the start, no tree destroy (forget_tree);
  *  - the tree is fixed: group R (the root) and its children A and B.
  *
- * The mutants (spin -DMUTANT_...) put back a bug that was fixed; see
- * proof/README.md.
+ * The mutants (spin -DMUTANT_...) put back a bug that was fixed, or break
+ * a step of the fence protocol; see proof/README.md.
  */
 
 #define R 0
@@ -40,7 +66,7 @@
 #ifndef BATCH
 #define BATCH 1
 #endif
-#define CAP (2 * BATCH)	/* stock.c:stock_bind:162 cap = 2 * batch */
+#define CAP (2 * BATCH)	/* stock.c:stock_bind:317 cap = 2 * batch */
 #ifndef FOLD_ROUNDS
 #define FOLD_ROUNDS 1	/* uncharge.c:13 SL__FOLD_ROUNDS is 2; any number is the same protocol */
 #endif
@@ -48,6 +74,8 @@
 #define parent(g) (g == R -> NONE : R)
 /* group.c:sl__is_ancestor(): anc is g or above it */
 #define is_ancestor(anc, g) (anc == g || anc == R)
+/* stock.c:match_group:570-573 (mt 0), match_subtree:575-578 (mt 1) */
+#define matches(mt, top, sg) (sg != NONE && ((mt == 0 && sg == top) || (mt == 1 && is_ancestor(top, sg))))
 
 /* ---- the groups (internal.h struct sl_group) ---- */
 byte count[NG];		/* usage + stocked of the subtree: what max bounds */
@@ -64,8 +92,27 @@ byte sunits[NT];
 byte sledger[NT];
 byte stag[NT];
 bit inflight[NT];
-bit reglock;		/* stock.c:34 registry_lock */
-bit usage_reads;	/* stock.c:411 usage_reads: a usage read at work */
+bit reglock;		/* stock.c:193 registry_lock */
+bit usage_reads;	/* stock.c:422 usage_reads: a usage read at work */
+
+#ifdef FENCE
+/* ---- the fence protocol (stock.c:28-88, 322-416, 610-773;
+ * internal.h:279-321) ---- */
+#define TAKERS_TAKE 1	/* internal.h:297 SL__TAKERS_TAKE */
+#define TAKERS_ASK 2	/* internal.h:298 SL__TAKERS_ASK */
+#ifndef EAGER_REFILLS
+#define EAGER_REFILLS 2	/* stock.c:332 EAGER_REFILLS is 16; the model's threads refill twice at most */
+#endif
+byte takers;		/* stock.c:135 sl__stock_takers */
+/* internal.h struct sl__stock: ask (the slot bits are slot 0's, so ask
+ * holds the number alone, 0 = none), answered, asked (the folder's,
+ * under the registry lock), eager */
+byte sask[NT];
+byte answered[NT];
+byte asked[NT];
+byte eager[NT];
+byte ask_seq;		/* stock.c:340 */
+#endif
 
 /* ---- ghosts: what the host holds, and what the properties need ---- */
 byte hu[NG];		/* units the host holds charged to g itself */
@@ -101,21 +148,21 @@ inline op_end()
 	}
 }
 
-/* counter.c:sl__counter_cancel:115-119 */
+/* counter.c:sl__counter_cancel:182-188 */
 inline counter_cancel(g, amt)
 {
 	q = g;
 	do
 	:: q == NONE -> break
 	:: else ->
-		count[q] = count[q] - (amt); /* counter.c:118 fetch_sub */
+		count[q] = count[q] - (amt); /* counter.c:187 level_sub():98 fetch_sub */
 		q = parent(q)
 	od;
 	q = 0
 }
 
 /*
- * counter.c:sl__counter_try:54-111.  rc: OK or ENOMEM; failg: the group in
+ * counter.c:sl__counter_try:120-179.  rc: OK or ENOMEM; failg: the group in
  * the way.  Overflow (-EINVAL) cannot happen with these small numbers.
  */
 inline counter_try(g, amt, force, rc, failg)
@@ -125,10 +172,10 @@ inline counter_try(g, amt, force, rc, failg)
 	do
 	:: p == NONE -> break
 	:: else ->
-		do /* counter.c:65 again: */
-		:: /* counter.c:66 lim = force ? UINT64_MAX : max (high unlimited: :67-72) */
+		do /* counter.c:131 again: */
+		:: /* counter.c:132 lim = force ? UINT64_MAX : max (high unlimited: :133-138) */
 			lim = (force -> UNLIMITED : maxv[p]);
-			/* counter.c:73-82 the CAS loop: the iteration that succeeds
+			/* counter.c:139-148 the CAS loop: the iteration that succeeds
 			 * checks cur + amount <= lim on the count it swaps */
 			atomic {
 				if
@@ -152,15 +199,15 @@ inline counter_try(g, amt, force, rc, failg)
 			win[p] = win[p] - (force -> 0 : (amt));
 			break
 #else
-			/* counter.c:83 re-read max, seq_cst */
+			/* counter.c:149 re-read max, seq_cst */
 			if
 			:: !force && cur > maxv[p] ->
-				/* counter.c:85 max fell under us: take this level back */
+				/* counter.c:151 max fell under us: take this level back */
 				atomic {
 					count[p] = count[p] - (amt);
 					win[p] = win[p] - (amt)
 				}
-				/* counter.c:86 goto again */
+				/* counter.c:152 goto again */
 			:: else ->
 				win[p] = win[p] - (force -> 0 : (amt));
 				break
@@ -171,11 +218,11 @@ inline counter_try(g, amt, force, rc, failg)
 		:: rc != OK -> break
 		:: else
 		fi;
-		p = parent(p) /* counter.c:62 */
+		p = parent(p) /* counter.c:128 */
 	od;
 	if
 	:: rc != OK ->
-		/* counter.c:105-110 undo the levels below p */
+		/* counter.c:173-177 undo the levels below p */
 		q = g;
 		do
 		:: q == p -> break
@@ -192,20 +239,20 @@ inline counter_try(g, amt, force, rc, failg)
 	lim = 0
 }
 
-/* counter.c:sl__counter_set_limits:135-147, limits.c:sl_group_set_limits:28-35
+/* counter.c:sl__counter_set_limits:204-222, limits.c:sl_group_set_limits:28-35
  * and shrink_to_max:10-26 for a group whose subtree has no callback (so
  * sl__reclaim() frees nothing): the new max, then drain and look. */
 inline set_max(g, newmax, rc)
 {
 	stable[g] = 0; /* ghost: the old max is going */
-	/* counter.c:142 exchange max, seq_cst */
+	/* counter.c:211 exchange max, seq_cst */
 	maxv[g] = newmax;
-	/* counter.c:143 read count again, seq_cst */
+	/* counter.c:212 read count again, seq_cst */
 	cur = count[g];
 	if
-	:: cur <= maxv[g] -> rc = OK /* limits.c:15 */
+	:: cur <= maxv[g] -> rc = OK /* limits.c:15-16 */
 	:: else ->
-		/* limits.c:20 drain, :21 usage */
+		/* limits.c:20 drain, :21 usage (reclaim.c:sl__usage_of:32-35, the count) */
 		drain_subtree(g, du);
 		if
 		:: count[g] <= maxv[g] -> rc = OK /* limits.c:22, :25 */
@@ -218,28 +265,28 @@ inline set_max(g, newmax, rc)
 	du = 0
 }
 
-/* stock.c:slot_flush:48-54 */
+/* stock.c:slot_flush:207-213 */
 inline slot_flush(g, u, l)
 {
 	if
-	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:51 */
+	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:209-210 */
 	:: else
 	fi;
 	if
-	:: u -> counter_cancel(g, u) /* stock.c:53 */
+	:: u -> counter_cancel(g, u) /* stock.c:211-212 */
 	:: else
 	fi
 }
 
-/* stock.c:stock_bind:270-308 with one slot: bind it to g, flushing what
+/* stock.c:stock_bind:281-320 with one slot: bind it to g, flushing what
  * it held for its old group.  The caller is in a transit (inflight up). */
 inline stock_bind(me, g)
 {
 	if
-	:: sgroup[me] == g -> skip /* stock.c:277 found */
+	:: sgroup[me] == g -> skip /* stock.c:283, :289-290 found */
 	:: else ->
-		og = sgroup[me]; /* stock.c:289 */
-		/* stock.c:297-298 exchange: contents out, tag bumped */
+		og = sgroup[me]; /* stock.c:301 */
+		/* stock.c:306-309 exchange: contents out, tag bumped */
 		atomic {
 			tu = sunits[me];
 			tl = sledger[me];
@@ -248,43 +295,118 @@ inline stock_bind(me, g)
 			stag[me] = stag[me] + 1
 		}
 		if
-		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:299-300 */
+		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:310-311 */
 		:: else
 		fi;
-		sgroup[me] = g; /* stock.c:303 */
+		sgroup[me] = g; /* stock.c:314 */
+#ifdef FENCE
+		eager[me] = 0; /* stock.c:315 */
+#endif
 		og = 0;
 		tu = 0;
 		tl = 0
 	fi
 }
 
-/* stock.c:transit_begin:427-437: raise the flag, then look for a usage
+/* stock.c:transit_begin:438-448: raise the flag, then look for a usage
  * read; if one is at work, lower the flag and wait on the registry lock
  * (which the reader holds) before trying again. */
 inline transit_begin(me)
 {
 	do
-	:: inflight[me] = 1; /* stock.c:430 */
+	:: inflight[me] = 1; /* stock.c:441 */
 		if
-		:: usage_reads == 0 -> break /* stock.c:431 */
+		:: usage_reads == 0 -> break /* stock.c:442-443 */
 		:: else ->
-			inflight[me] = 0; /* stock.c:433 */
-			lock(reglock); /* stock.c:434 */
-			unlock(reglock) /* stock.c:435 */
+			inflight[me] = 0; /* stock.c:444 */
+			lock(reglock); /* stock.c:445 */
+			unlock(reglock) /* stock.c:446 */
 		fi
 	od
 }
 
-/* stock.c:sl__stock_refill:452-501.  rc: 0 refilled and amt handed out,
+#ifdef FENCE
+/* stock.c:answer:354-388: the owner folds the ledger its ask names into
+ * local itself and says so. */
+inline answer(me)
+{
+#ifndef MUTANT_ANSWER_NO_INFLIGHT
+	inflight[me] = 1; /* stock.c:362 */
+#endif
+	atomic { /* stock.c:364 exchange the ask for 0 */
+		a = sask[me];
+		sask[me] = 0
+	}
+	if
+	:: a -> /* stock.c:365-370 slot 0's bit */
+		eager[me] = EAGER_REFILLS; /* stock.c:373 */
+		atomic { /* stock.c:375-377 CAS the ledger out */
+			tl = sledger[me];
+			sledger[me] = 0
+		}
+		if
+		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock.c:380-381 */
+		:: else
+		fi;
+		tl = 0
+	:: else
+	fi;
+	answered[me] = a; /* stock.c:385 (0 if the ask was withdrawn) */
+#ifndef MUTANT_ANSWER_NO_INFLIGHT
+	inflight[me] = 0; /* stock.c:387 */
+#endif
+	a = 0
+}
+
+/* stock.c:charge_flagged:398-416: the takers' flag is up; answer our ask
+ * if there is one, then hand amt out of the slot by CAS.  fl: done. */
+inline charge_flagged(me, g, amt, fl)
+{
+	fl = 0;
+	if
+	:: takers & TAKERS_ASK -> /* stock.c:405 */
+		if
+		:: sask[me] -> answer(me) /* stock.c:405-406 */
+		:: else
+		fi
+	:: else
+	fi;
+	if
+	:: sgroup[me] == g -> /* stock.c:407-409 */
+		atomic { /* stock.c:410-414 the CAS */
+			if
+			:: sunits[me] >= (amt) ->
+				sunits[me] = sunits[me] - (amt);
+				sledger[me] = sledger[me] + (amt);
+				fl = 1
+			:: else
+			fi
+		}
+	:: else
+	fi
+}
+#endif
+
+/* stock.c:sl__stock_refill:463-512.  rc: 0 refilled and amt handed out,
  * 1 the caller must charge exactly. */
 inline stock_refill(me, g, amt, rc)
 {
-	transit_begin(me); /* stock.c:464 */
-	stock_bind(me, g); /* stock.c:465 */
-	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:466 */
+#ifdef FENCE
+	/* stock.c:469-471 */
+	if
+	:: takers != 0 -> charge_flagged(me, g, amt, fl)
+	:: else -> fl = 0
+	fi;
+	if
+	:: fl -> rc = 0
+	:: else ->
+#endif
+	transit_begin(me); /* stock.c:475 */
+	stock_bind(me, g); /* stock.c:476 */
+	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:477 */
 	if
 	:: crc != OK ->
-		inflight[me] = 0; /* stock.c:467 */
+		inflight[me] = 0; /* stock.c:478 transit_end() */
 		rc = 1
 	:: else ->
 #ifdef MUTANT_REFILL_AFTER_DRAIN
@@ -293,58 +415,246 @@ inline stock_refill(me, g, amt, rc)
 		:: false -> skip
 #else
 		if
-		:: checks[g] != 0 -> /* stock.c:475 */
-			counter_cancel(g, (amt) + BATCH); /* stock.c:476 */
-			inflight[me] = 0; /* stock.c:477 */
+		:: checks[g] != 0 -> /* stock.c:486 */
+			counter_cancel(g, (amt) + BATCH); /* stock.c:487 */
+			inflight[me] = 0; /* stock.c:488 */
 			rc = 1
 #endif
 		:: else ->
-			/* stock.c:480-492 the CAS: batch in (up to cap), amt to the ledger */
+			/* stock.c:491-503 the CAS: batch in (up to cap), amt to
+			 * the ledger; under FENCE, after an answer (eager), the
+			 * whole ledger out to local (:496) */
 			atomic {
 				tu = sunits[me] + BATCH;
 				gb = (tu > CAP -> tu - CAP : 0);
 				sunits[me] = tu - gb;
+#ifdef FENCE
+				el = (eager[me] -> sledger[me] + (amt) : 0);
+				sledger[me] = sledger[me] + (amt) - el;
+#else
 				sledger[me] = sledger[me] + (amt);
+#endif
 				tu = 0
 			}
+#if defined(FENCE) && !defined(MUTANT_EAGER_UNFLAGGED)
 			if
-			:: gb -> counter_cancel(g, gb) /* stock.c:497-498 */
+			:: el -> lcl[g] = lcl[g] + el /* stock.c:504-505 */
 			:: else
 			fi;
-			inflight[me] = 0; /* stock.c:499 */
+#endif
+#ifdef FENCE
+			if
+			:: eager[me] -> eager[me]-- /* stock.c:506-507 */
+			:: else
+			fi;
+#endif
+			if
+			:: gb -> counter_cancel(g, gb) /* stock.c:508-509 */
+			:: else
+			fi;
+			inflight[me] = 0; /* stock.c:510 */
+#ifdef MUTANT_EAGER_UNFLAGGED
+			/* the bug: the ledger reaches local after the flag fell */
+			if
+			:: el -> lcl[g] = lcl[g] + el
+			:: else
+			fi;
+#endif
+#ifdef FENCE
+			el = 0;
+#endif
 			gb = 0;
 			rc = 0
 		fi
 	fi;
+#ifdef FENCE
+	fi;
+	fl = 0;
+#endif
 	crc = 0;
 	cfail = 0
 }
 
+#ifdef FENCE
+/* stock.c:others_hold:628-637 through scan_stock:541-560 and note_held:
+ * does another thread's slot match and hold what the take would take? */
+inline others_hold(ledger_only, mt, top)
+{
+	held = 0;
+	s = 0;
+	do
+	:: s == NT || held -> break
+	:: else ->
+		if
+		:: s != me -> /* stock.c:634 */
+			/* stock.c:550-553 load the word, test the mask */
+			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0));
+			if
+			:: nonempty ->
+				sg = sgroup[s]; /* stock.c:556 */
+				held = matches(mt, top, sg); /* stock.c:557, :625 */
+				sg = 0
+			:: else
+			fi;
+			nonempty = 0
+		:: else
+		fi;
+		s++
+	od;
+	s = 0
+}
+
+/* stock.c:fold_by_owners:690-751 (mt is match_group): ask the owners of
+ * other slots of top that hold a ledger to fold it, wait for the answers
+ * or give up.  own: every ledger asked for is in local. */
+inline fold_by_owners(top)
+{
+	if
+	:: own = 0 /* stock.c:696-699 ask_skip: fence without asking */
+	:: pending = 0;
+		s = 0;
+		do /* stock.c:700-712 */
+		:: s == NT -> break
+		:: else ->
+			if
+			:: s != me -> /* stock.c:704-705 */
+				nonempty = (sledger[s] != 0); /* stock.c:706: scan_stock, :550-553 */
+				if
+				:: nonempty ->
+					sg = sgroup[s]; /* stock.c:556 */
+					if
+					:: matches(0, top, sg) ->
+						ask_seq++;
+						asked[s] = ask_seq; /* stock.c:709 */
+						sask[s] = ask_seq; /* stock.c:710 */
+						pending++ /* stock.c:711 */
+					:: else
+					fi;
+					sg = 0
+				:: else
+				fi;
+				nonempty = 0
+			:: else
+			fi;
+			s++
+		od;
+		if
+		:: pending == 0 -> own = 1 /* stock.c:713-714 */
+		:: else ->
+			takers = takers | TAKERS_ASK; /* stock.c:717 */
+			do /* stock.c:720-736 the wait */
+			:: /* stock.c:721-728 one look at every answered: in one
+			    * step (each is a load in C, but answered only moves
+			    * to the number asked while we wait, so a later load
+			    * sees no less) */
+				atomic {
+					pending = 0;
+					s = 0;
+					do
+					:: s == NT -> break
+					:: else ->
+						if
+						:: asked[s] && answered[s] == asked[s] -> asked[s] = 0
+						:: else
+						fi;
+						pending = pending + (asked[s] != 0);
+						s++
+					od;
+					s = 0
+				}
+				if
+				:: pending == 0 -> break /* stock.c:729 every answer in */
+				:: pending != 0 -> break /* stock.c:729 the wait ran out */
+				:: pending != 0 -> skip /* stock.c:735 wait on */
+				fi
+			od;
+			takers = takers & ~TAKERS_ASK; /* stock.c:737 */
+			s = 0;
+			do /* stock.c:738-742 withdraw the asks left */
+			:: s == NT -> break
+			:: else ->
+				if
+				:: asked[s] ->
+					sask[s] = 0;
+					asked[s] = 0
+				:: else
+				fi;
+				s++
+			od;
+			s = 0;
+			own = (pending == 0) /* stock.c:743-750 */
+		fi;
+		pending = 0
+	fi
+}
+
+/* stock.c:takers_begin:640-656 */
+inline takers_begin()
+{
+	takers = takers | TAKERS_TAKE; /* stock.c:648 */
+	skip; /* stock.c:649 membarrier(): nothing to do under SC (see the header) */
+	s = 0;
+	do /* stock.c:651-655 wait for every owner's flag to fall */
+	:: s == NT -> break
+	:: else ->
+		inflight[s] == 0;
+		s++
+	od;
+	s = 0
+}
+
+/* stock.c:takers_end:658-664 */
+#define takers_end() takers = takers & ~TAKERS_TAKE /* stock.c:663 */
+#endif
+
 /*
- * stock.c:take:308-316 through scan_locked:245-266 and take_slot:291-306:
- * take (mask: units and ledger, or the ledger only) the slots of every
- * thread bound to a group that match accepts, and flush it.  du: units
- * given back.  mt: 0 group, 1 subtree.
+ * stock.c:take:753-773 through scan_locked:562-568, scan_stock:541-560 and
+ * take_slot:593-608: take (mask: units and ledger, or the ledger only) the
+ * slots of every thread bound to a group that match accepts, and flush
+ * it.  du: units given back.  mt: 0 group, 1 subtree.  Under FENCE only
+ * this thread's own slot when no other holds anything (or its owner
+ * answered the fold), else every slot inside takers_begin()/takers_end().
  */
 inline take(ledger_only, mt, top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:312 */
-	s = 0;
+	lock(reglock); /* stock.c:757 */
+	first = 0;
+	last = NT;
+#ifdef FENCE
+	others_hold(ledger_only, mt, top); /* stock.c:758-759 */
+	if
+	:: !held -> own = 1
+	:: held && ledger_only -> fold_by_owners(top)
+	:: else -> own = 0
+	fi;
+	if
+	:: own -> /* stock.c:764-765 our own stock only */
+#ifdef MUTANT_TAKE_OTHERS_UNFENCED
+		/* the bug: after the look, every stock, without the fence */
+		skip
+#else
+		first = me;
+		last = me + 1
+#endif
+	:: else -> takers_begin() /* stock.c:767 */
+	fi;
+#endif
+	s = first;
 	do
-	:: s == NT -> break
+	:: s == last -> break
 	:: else ->
-		/* stock.c:255 load the word */
+		/* stock.c:550 load the word, :553 the mask */
 		atomic {
 			tag = stag[s];
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0))
 		}
 		if
 		:: nonempty ->
-			sg = sgroup[s]; /* stock.c:261 */
+			sg = sgroup[s]; /* stock.c:556 */
 			if
-			:: sg != NONE && ((mt == 0 && sg == top) || (mt == 1 && is_ancestor(top, sg))) ->
-				/* stock.c:298-300 the CAS, which compares the tag too */
+			:: matches(mt, top, sg) -> /* stock.c:557 */
+				/* stock.c:600-602 the CAS, which compares the tag too */
 				atomic {
 					if
 					:: stag[s] == tag ->
@@ -359,8 +669,8 @@ inline take(ledger_only, mt, top, du)
 					:: else
 					fi
 				}
-				slot_flush(sg, tu, tl); /* stock.c:303 */
-				du = du + tu; /* stock.c:304 */
+				slot_flush(sg, tu, tl); /* stock.c:605 */
+				du = du + tu; /* stock.c:606 */
 				tu = 0;
 				tl = 0
 			:: else
@@ -373,57 +683,67 @@ inline take(ledger_only, mt, top, du)
 		s++
 	od;
 	s = 0;
-	unlock(reglock) /* stock.c:314 */
+	first = 0;
+	last = 0;
+#ifdef FENCE
+	if
+	:: !own -> takers_end() /* stock.c:769 */
+	:: else
+	fi;
+	own = 0;
+	held = 0;
+#endif
+	unlock(reglock) /* stock.c:771 */
 }
 
 inline drain_subtree(top, du)
 {
-	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:320-323 */
+	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:777-780 */
 }
 inline drain_group(g, du)
 {
-	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:326-329 */
+	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:797-800 */
 }
 inline fold_ledgers(g)
 {
-	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:333-336 */
+	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:804-807 */
 }
 
-/* stock.c:sl__stock_quiesce:230-235 and quiesce_locked:221-228 */
+/* stock.c:sl__stock_quiesce:526-531 and quiesce_locked:517-524 */
 inline quiesce()
 {
-	lock(reglock);
+	lock(reglock); /* stock.c:528 */
 	s = 0;
 	do
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:226 wait */
+		inflight[s] == 0; /* stock.c:522 wait */
 		s++
 	od;
 	s = 0;
-	unlock(reglock)
+	unlock(reglock) /* stock.c:530 */
 }
 
-/* stock.c:stock_release:56-83, the thread's exit */
+/* stock.c:stock_release:215-242, the thread's exit (one slot) */
 inline stock_release(me)
 {
-	lock(reglock); /* stock.c:61 */
-	atomic { /* stock.c:66 exchange the word for 0 */
+	lock(reglock); /* stock.c:220 */
+	atomic { /* stock.c:225 exchange the word for 0 */
 		tu = sunits[me];
 		tl = sledger[me];
 		sunits[me] = 0;
 		sledger[me] = 0
 	}
 	if
-	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:70-71 */
+	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:229-230 */
 	:: else
 	fi;
 	tu = 0;
 	tl = 0;
-	unlock(reglock) /* stock.c:79 */
+	unlock(reglock) /* stock.c:238 */
 }
 
-/* atomic.h:sl__sub_clamped:55-65 on lcl[g] */
+/* atomic.h:sl__sub_clamped:54-65 on lcl[g] */
 inline sub_clamped_local(g, want, got)
 {
 	atomic {
@@ -432,25 +752,51 @@ inline sub_clamped_local(g, want, got)
 	}
 }
 
-/* uncharge.c:take_local_exact:228-247 */
+/* uncharge.c:take_local_exact:28-47 */
 inline take_local_exact(g, amt, got)
 {
-	checks[g]++; /* uncharge.c:234 */
-	quiesce(); /* uncharge.c:236 */
-	drain_group(g, du); /* uncharge.c:237 */
-	quiesce(); /* uncharge.c:241 */
-	sub_clamped_local(g, (amt), got); /* uncharge.c:242 */
-	checks[g]-- /* uncharge.c:245 */
+	checks[g]++; /* uncharge.c:34 */
+	quiesce(); /* uncharge.c:36 */
+	drain_group(g, du); /* uncharge.c:37 */
+	quiesce(); /* uncharge.c:41 */
+	sub_clamped_local(g, (amt), got); /* uncharge.c:42 */
+	checks[g]-- /* uncharge.c:45 */
 }
 
-/* uncharge.c:sl_uncharge:312-329 and sl__uncharge_slow:260-310 */
+/* uncharge.c:sl_uncharge:118-148 and sl__uncharge_slow:60-110 */
 inline uncharge(me, g, amt, rc)
 {
 	atomic { hu[g] = hu[g] - (amt) } /* ghost: the host frees the units */
 	rc = 255;
 	if
-	:: sgroup[me] == g ->
-		/* uncharge.c:323-326 fast path: the ledger covers it */
+	:: sgroup[me] == g -> /* uncharge.c:123 */
+#ifdef FENCE
+		/* uncharge.c:129-138: sl__stock_enter() (internal.h:306-315),
+		 * a plain load and store, sl__stock_leave() (internal.h:318-321) */
+		stock_enter(me);
+		if
+		:: ent ->
+			atomic { /* uncharge.c:131 the plain load */
+				tu = sunits[me];
+				tl = sledger[me]
+			}
+			if
+			:: tl >= (amt) && tu + (amt) <= CAP -> /* uncharge.c:132 */
+				atomic { /* uncharge.c:133 the plain store */
+					sunits[me] = tu + (amt);
+					sledger[me] = tl - (amt)
+				}
+				rc = OK
+			:: else
+			fi;
+			inflight[me] = 0; /* uncharge.c:134, :137 */
+			tu = 0;
+			tl = 0
+		:: else
+		fi;
+		ent = 0
+#else
+		/* uncharge.c:140-144 fast path: the ledger covers it, one CAS */
 		atomic {
 			if
 			:: sledger[me] >= (amt) && sunits[me] + (amt) <= CAP ->
@@ -460,6 +806,7 @@ inline uncharge(me, g, amt, rc)
 			:: else
 			fi
 		}
+#endif
 	:: else
 	fi;
 	if
@@ -469,7 +816,7 @@ inline uncharge(me, g, amt, rc)
 		rel = 0;
 		if
 		:: sgroup[me] == g ->
-			/* uncharge.c:274-285 what our own ledger covers, one CAS */
+			/* uncharge.c:71-86 what our own ledger covers, one CAS */
 			atomic {
 				taken = min2(sledger[me], left);
 				keep = min2(taken, (CAP > sunits[me] -> CAP - sunits[me] : 0));
@@ -483,7 +830,7 @@ inline uncharge(me, g, amt, rc)
 		:: else
 		fi;
 		round = 0;
-		do /* uncharge.c:287 */
+		do /* uncharge.c:87 */
 		:: left == 0 -> break
 		:: else ->
 #ifdef MUTANT_FALSE_OVERUNCHARGE
@@ -495,7 +842,7 @@ inline uncharge(me, g, amt, rc)
 #endif
 			if
 			:: round > FOLD_ROUNDS ->
-				take_local_exact(g, left, got); /* uncharge.c:291-296 */
+				take_local_exact(g, left, got); /* uncharge.c:91-96 */
 				left = left - got;
 				rel = rel + got;
 				break
@@ -503,20 +850,20 @@ inline uncharge(me, g, amt, rc)
 			fi;
 			if
 			:: round ->
-				fold_ledgers(g); /* uncharge.c:298 */
-				quiesce() /* uncharge.c:299 */
+				fold_ledgers(g); /* uncharge.c:98 */
+				quiesce() /* uncharge.c:99 */
 			:: else
 			fi;
-			sub_clamped_local(g, left, got); /* uncharge.c:303 */
+			sub_clamped_local(g, left, got); /* uncharge.c:103 */
 			left = left - got;
 			rel = rel + got;
 			round++
 		od;
 		if
-		:: rel -> counter_cancel(g, rel) /* uncharge.c:307-308 */
+		:: rel -> counter_cancel(g, rel) /* uncharge.c:107-108 */
 		:: else
 		fi;
-		rc = (left -> EINVAL : OK); /* uncharge.c:309 */
+		rc = (left -> EINVAL : OK); /* uncharge.c:109 */
 		left = 0;
 		rel = 0;
 		got = 0;
@@ -524,13 +871,65 @@ inline uncharge(me, g, amt, rc)
 	fi
 }
 
-/* charge.c:sl_charge:183-200 fast path; rc 0 when the stock covered it */
+#ifdef FENCE
+/* internal.h:sl__stock_enter:306-315.  ent: the fast path may go on. */
+inline stock_enter(me)
+{
+#ifdef MUTANT_ENTER_LOOK_FIRST
+	/* the bug: sl__stock_takers read before the flag is raised */
+	ent = (takers == 0);
+	inflight[me] = 1;
+#else
+	inflight[me] = 1; /* internal.h:308 */
+	/* internal.h:309 a compiler barrier; the taker's membarrier()
+	 * orders this store before the load below */
+#ifdef MUTANT_ENTER_NO_LOOK
+	/* the bug: no look at sl__stock_takers at all */
+	ent = 1;
+#else
+	ent = (takers == 0); /* internal.h:310 */
+#endif
+#endif
+	if
+	:: !ent -> inflight[me] = 0 /* internal.h:313 */
+	:: else
+	fi
+}
+#endif
+
+/* charge.c:sl_charge:42-73 fast path; rc 0 when the stock covered it */
 inline charge_fast(me, g, amt, rc)
 {
 	rc = 255;
 	if
-	:: sgroup[me] == g ->
-		atomic { /* charge.c:194-197 one CAS on the own slot */
+	:: sgroup[me] == g -> /* charge.c:47 */
+#ifdef FENCE
+		/* charge.c:53-63: sl__stock_enter(), a plain load and store,
+		 * sl__stock_leave() (internal.h:318-321) */
+		stock_enter(me); /* charge.c:55 */
+		if
+		:: ent ->
+			atomic { /* charge.c:56 the plain load */
+				tu = sunits[me];
+				tl = sledger[me]
+			}
+			if
+			:: tu >= (amt) -> /* charge.c:57 slot_covers() */
+				atomic { /* charge.c:58 the plain store */
+					sunits[me] = tu - (amt);
+					sledger[me] = tl + (amt)
+				}
+				rc = OK
+			:: else
+			fi;
+			inflight[me] = 0; /* charge.c:59, :62 */
+			tu = 0;
+			tl = 0
+		:: else
+		fi;
+		ent = 0
+#else
+		atomic { /* charge.c:65-69 one CAS on the own slot */
 			if
 			:: sunits[me] >= (amt) ->
 				sunits[me] = sunits[me] - (amt);
@@ -539,12 +938,19 @@ inline charge_fast(me, g, amt, rc)
 			:: else
 			fi
 		}
+#endif
 	:: else
 	fi
 }
 
 /* The variables the inlines use, declared once per thread. */
+#ifdef FENCE
+#define FENCE_LOCALS bit held, own, fl, ent; byte pending, a, el;
+#else
+#define FENCE_LOCALS
+#endif
 #define THREAD_LOCALS \
-	byte p, q, cur, lim, crc, cfail, og, tu, tl, gb, s, tag, sg, du; \
+	byte p, q, cur, lim, crc, cfail, og, tu, tl, gb, s, tag, sg, du, first, last; \
 	bit nonempty, quiet; \
+	FENCE_LOCALS \
 	byte mygen, left, rel, taken, keep, got, round, rc, failg

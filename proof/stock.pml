@@ -15,6 +15,16 @@
  *                -ENOMEM while another thread's stock holds the room);
  *   CFG_SETMAX   threads 0 and 1 charge A while thread 2 lowers A's max
  *                from 3 to 1 (the set_max race).
+ * Options: -DOWN_UNIT (CFG_HANDOFF): thread 0 then charges a third unit and
+ * uncharges it itself, so that after an answer its refill folds the ledger
+ * into local (FENCE's eager refills) and its own uncharge takes the slow
+ * path; -DFENCE: the fence protocol (softlimit.pml's header), else CAS;
+ * -DFOLD_ROUNDS=n: ordinary folds before the exact check.
+ *
+ * What this model leaves out (beyond softlimit.pml's list): reclaim (no
+ * callback; reclaim.pml), SL_FORCE, the OOM handler, charges of more than
+ * the batch, group destroy, sl__stock_usage() and its transit handshake
+ * (usage_reads stays 0 here: reclaim.pml), the stats readers.
  *
  * Properties (every configuration):
  *   - the monitor: a count never passes a max in force, except by the
@@ -36,29 +46,30 @@
 
 bit handed[NT];
 
-/* A charge with SL_NORECLAIM: charge.c:sl_charge:183-200,
- * sl__charge_slow:169-181, charge_exact:157-167, and for a charge that does
- * not fit, atmax.c:sl__at_max:92-175 without reclaim (may_reclaim false:
- * atmax.c:95, :118). */
+/* A charge with SL_NORECLAIM: charge.c:sl_charge:42-73,
+ * sl__charge_slow:22-34, charge_exact:10-20, and for a charge that does
+ * not fit, atmax.c:sl__at_max:92-183 without reclaim (may_reclaim false:
+ * atmax.c:95, :116, :123-124). */
 inline charge(me, g, amt, rc)
 {
 	op_begin();
-	charge_fast(me, g, (amt), rc); /* charge.c:188-198 */
+	charge_fast(me, g, (amt), rc); /* charge.c:47-70 */
 	if
 	:: rc == OK -> skip
 	:: else ->
-		stock_refill(me, g, amt, rc); /* charge.c:177-179 (amt <= batch) */
+		stock_refill(me, g, amt, rc); /* charge.c:30-32 (amt <= batch) */
 		if
 		:: rc == 0 -> skip
 		:: else ->
-			counter_try(g, (amt), 0, rc, failg); /* charge.c:160 */
+			counter_try(g, (amt), 0, rc, failg); /* charge.c:13 */
 			if
-			:: rc == OK -> lcl[g] = lcl[g] + (amt) /* charge.c:165 */
+			:: rc == OK -> lcl[g] = lcl[g] + (amt) /* charge.c:17-18 */
 			:: else ->
-				/* atmax.c:sl__at_max, g->tree->at_max (charge.c:163) */
+				/* atmax.c:sl__at_max, g->tree->at_max (charge.c:15-16) */
 				dr = NONE; /* atmax.c:98 drained */
 				do
-				:: /* atmax.c:109-113 drain under the group in the way */
+				:: /* atmax.c:114-117 drain under the group in the way
+					 * (the whole subtree: SL_NORECLAIM) */
 					if
 					:: dr == NONE || !is_ancestor(dr, failg) ->
 						dr = failg;
@@ -66,10 +77,10 @@ inline charge(me, g, amt, rc)
 					:: else -> du = 0
 					fi;
 					if
-					:: du == 0 -> break /* atmax.c:118-119 may not reclaim */
+					:: du == 0 -> break /* atmax.c:123-124 may not reclaim */
 					:: else
 					fi;
-					/* atmax.c:153-161 retry: a refill, then exactly */
+					/* atmax.c:161-169 retry: a refill, then exactly */
 					stock_refill(me, g, (amt), rc);
 					if
 					:: rc == 0 -> break
@@ -78,7 +89,7 @@ inline charge(me, g, amt, rc)
 					counter_try(g, (amt), 0, rc, failg);
 					if
 					:: rc == OK ->
-						lcl[g] = lcl[g] + (amt); /* atmax.c:172-173 */
+						lcl[g] = lcl[g] + (amt); /* atmax.c:180-181 */
 						break
 					:: else
 					fi
@@ -123,7 +134,18 @@ proctype thread(byte me)
 		handed[1] = 1;
 		charge(me, A, 1, rc);
 		assert(rc == OK);
-		handed[2] = 1
+		handed[2] = 1;
+#ifdef OWN_UNIT
+		/* a third unit, which the owner uncharges itself: after an
+		 * answer its refill folds the ledger into local (eager) */
+		charge(me, A, 1, rc);
+		if /* it may meet max: the consumers' uncharges may be in flight */
+		:: rc == OK -> do_uncharge(me, A, 1)
+		:: else
+		fi
+#else
+		skip
+#endif
 	:: else ->
 		handed[me] == 1;
 		do_uncharge(me, A, 1)
@@ -201,5 +223,9 @@ init
 	assert(count[A] == hu[A] + hu[B] * 0 && count[R] == hu[R] + hu[A]);
 	assert(lcl[A] == hu[A] && lcl[R] == hu[R]);
 	assert(checks[A] == 0 && checks[R] == 0 && reglock == 0 && busy == 0);
-	assert(inflight[0] == 0 && inflight[1] == 0 && inflight[2] == 0)
+	assert(inflight[0] == 0 && inflight[1] == 0 && inflight[2] == 0);
+#ifdef FENCE
+	assert(takers == 0 && sask[0] == 0 && sask[1] == 0 && sask[2] == 0);
+	assert(asked[0] == 0 && asked[1] == 0 && asked[2] == 0)
+#endif
 }
