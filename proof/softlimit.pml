@@ -6,7 +6,7 @@
  * Promela statement (or atomic block) is one C atomic access or one step
  * under a lock: SPIN interleaves the threads at every such step.
  *
- * Two stock protocols (lib/stock.c:28-88 says why both):
+ * Two stock protocols (lib/stock.c:28-94 says why both):
  *  - CAS (the default here; lib/ uses it where membarrier is missing and in
  *    TSan builds): the owner's fast path is a compare-and-swap on its slot
  *    word, one atomic step;
@@ -33,10 +33,10 @@
  *    failed ones change nothing), and spinning waits (quiesce, the
  *    takers' wait, destroy's pins) are blocking guards, so a wait that
  *    never ends is a deadlock;
- *  - the folder's bounded wait for answers (stock.c:720-736, at most about
+ *  - the folder's bounded wait for answers (stock.c:751-767, at most about
  *    a fence's time) is a choice: the folder may give up at any moment,
- *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:696-
- *    699, 743-748) are the same choice at the start (any fold may fence
+ *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:727-
+ *    730, 774-779) are the same choice at the start (any fold may fence
  *    without asking);
  *  - one slot per thread (SL__STOCK_SLOTS is 8; eviction is the same
  *    rebind as a first bind), so an ask's slot bits are always slot 0's;
@@ -66,7 +66,7 @@
 #ifndef BATCH
 #define BATCH 1
 #endif
-#define CAP (2 * BATCH)	/* stock.c:stock_bind:317 cap = 2 * batch */
+#define CAP (2 * BATCH)	/* stock.c:stock_bind:323 cap = 2 * batch */
 #ifndef FOLD_ROUNDS
 #define FOLD_ROUNDS 1	/* uncharge.c:13 SL__FOLD_ROUNDS is 2; any number is the same protocol */
 #endif
@@ -74,7 +74,7 @@
 #define parent(g) (g == R -> NONE : R)
 /* group.c:sl__is_ancestor(): anc is g or above it */
 #define is_ancestor(anc, g) (anc == g || anc == R)
-/* stock.c:match_group:570-573 (mt 0), match_subtree:575-578 (mt 1) */
+/* stock.c:match_group:594-597 (mt 0), match_subtree:599-602 (mt 1) */
 #define matches(mt, top, sg) (sg != NONE && ((mt == 0 && sg == top) || (mt == 1 && is_ancestor(top, sg))))
 
 /* ---- the groups (internal.h struct sl_group) ---- */
@@ -92,27 +92,31 @@ byte sunits[NT];
 byte sledger[NT];
 byte stag[NT];
 bit inflight[NT];
-bit reglock;		/* stock.c:193 registry_lock */
-bit usage_reads;	/* stock.c:422 usage_reads: a usage read at work */
+bit reglock;		/* stock.c:199 registry_lock */
+bit usage_reads;	/* stock.c:430 usage_reads: a usage read at work */
 
 #ifdef FENCE
-/* ---- the fence protocol (stock.c:28-88, 322-416, 610-773;
- * internal.h:279-321) ---- */
-#define TAKERS_TAKE 1	/* internal.h:297 SL__TAKERS_TAKE */
-#define TAKERS_ASK 2	/* internal.h:298 SL__TAKERS_ASK */
-#ifndef EAGER_REFILLS
-#define EAGER_REFILLS 2	/* stock.c:332 EAGER_REFILLS is 16; the model's threads refill twice at most */
-#endif
-byte takers;		/* stock.c:135 sl__stock_takers */
+/* ---- the fence protocol (stock.c:28-94, 328-424, 641-805;
+ * internal.h:283-325) ---- */
+#define TAKERS_TAKE 1	/* internal.h:301 SL__TAKERS_TAKE */
+#define TAKERS_ASK 2	/* internal.h:302 SL__TAKERS_ASK */
+byte takers;		/* stock.c:141 sl__stock_takers */
 /* internal.h struct sl__stock: ask (the slot bits are slot 0's, so ask
  * holds the number alone, 0 = none), answered, asked (the folder's,
- * under the registry lock), eager */
+ * under the registry lock) */
 byte sask[NT];
 byte answered[NT];
 byte asked[NT];
-byte eager[NT];
-byte ask_seq;		/* stock.c:340 */
+byte ask_seq;		/* stock.c:346 */
 #endif
+/* Both protocols: internal.h struct sl__stock wanted (a fold took the
+ * slot's ledger: take_slot, stock.c:631-634) and eager (refills left that
+ * fold the ledger into local: stock.c:468-477, and answer() under FENCE) */
+#ifndef EAGER_REFILLS
+#define EAGER_REFILLS 2	/* stock.c:338 EAGER_REFILLS is 16; the model's threads refill twice at most */
+#endif
+bit wanted[NT];
+byte eager[NT];
 
 /* ---- ghosts: what the host holds, and what the properties need ---- */
 byte hu[NG];		/* units the host holds charged to g itself */
@@ -265,28 +269,28 @@ inline set_max(g, newmax, rc)
 	du = 0
 }
 
-/* stock.c:slot_flush:207-213 */
+/* stock.c:slot_flush:213-219 */
 inline slot_flush(g, u, l)
 {
 	if
-	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:209-210 */
+	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:215-216 */
 	:: else
 	fi;
 	if
-	:: u -> counter_cancel(g, u) /* stock.c:211-212 */
+	:: u -> counter_cancel(g, u) /* stock.c:217-218 */
 	:: else
 	fi
 }
 
-/* stock.c:stock_bind:281-320 with one slot: bind it to g, flushing what
+/* stock.c:stock_bind:287-326 with one slot: bind it to g, flushing what
  * it held for its old group.  The caller is in a transit (inflight up). */
 inline stock_bind(me, g)
 {
 	if
-	:: sgroup[me] == g -> skip /* stock.c:283, :289-290 found */
+	:: sgroup[me] == g -> skip /* stock.c:289, :295-296 found */
 	:: else ->
-		og = sgroup[me]; /* stock.c:301 */
-		/* stock.c:306-309 exchange: contents out, tag bumped */
+		og = sgroup[me]; /* stock.c:307 */
+		/* stock.c:312-315 exchange: contents out, tag bumped */
 		atomic {
 			tu = sunits[me];
 			tl = sledger[me];
@@ -295,85 +299,83 @@ inline stock_bind(me, g)
 			stag[me] = stag[me] + 1
 		}
 		if
-		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:310-311 */
+		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:316-317 */
 		:: else
 		fi;
-		sgroup[me] = g; /* stock.c:314 */
-#ifdef FENCE
-		eager[me] = 0; /* stock.c:315 */
-#endif
+		sgroup[me] = g; /* stock.c:320 */
+		eager[me] = 0; /* stock.c:321 */
 		og = 0;
 		tu = 0;
 		tl = 0
 	fi
 }
 
-/* stock.c:transit_begin:438-448: raise the flag, then look for a usage
+/* stock.c:transit_begin:446-456: raise the flag, then look for a usage
  * read; if one is at work, lower the flag and wait on the registry lock
  * (which the reader holds) before trying again. */
 inline transit_begin(me)
 {
 	do
-	:: inflight[me] = 1; /* stock.c:441 */
+	:: inflight[me] = 1; /* stock.c:449 */
 		if
-		:: usage_reads == 0 -> break /* stock.c:442-443 */
+		:: usage_reads == 0 -> break /* stock.c:450-451 */
 		:: else ->
-			inflight[me] = 0; /* stock.c:444 */
-			lock(reglock); /* stock.c:445 */
-			unlock(reglock) /* stock.c:446 */
+			inflight[me] = 0; /* stock.c:452 */
+			lock(reglock); /* stock.c:453 */
+			unlock(reglock) /* stock.c:454 */
 		fi
 	od
 }
 
 #ifdef FENCE
-/* stock.c:answer:354-388: the owner folds the ledger its ask names into
+/* stock.c:answer:362-396: the owner folds the ledger its ask names into
  * local itself and says so. */
 inline answer(me)
 {
 #ifndef MUTANT_ANSWER_NO_INFLIGHT
-	inflight[me] = 1; /* stock.c:362 */
+	inflight[me] = 1; /* stock.c:370 */
 #endif
-	atomic { /* stock.c:364 exchange the ask for 0 */
+	atomic { /* stock.c:372 exchange the ask for 0 */
 		a = sask[me];
 		sask[me] = 0
 	}
 	if
-	:: a -> /* stock.c:365-370 slot 0's bit */
-		eager[me] = EAGER_REFILLS; /* stock.c:373 */
-		atomic { /* stock.c:375-377 CAS the ledger out */
+	:: a -> /* stock.c:373-378 slot 0's bit */
+		eager[me] = EAGER_REFILLS; /* stock.c:381 */
+		atomic { /* stock.c:383-385 CAS the ledger out */
 			tl = sledger[me];
 			sledger[me] = 0
 		}
 		if
-		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock.c:380-381 */
+		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock.c:388-389 */
 		:: else
 		fi;
 		tl = 0
 	:: else
 	fi;
-	answered[me] = a; /* stock.c:385 (0 if the ask was withdrawn) */
+	answered[me] = a; /* stock.c:393 (0 if the ask was withdrawn) */
 #ifndef MUTANT_ANSWER_NO_INFLIGHT
-	inflight[me] = 0; /* stock.c:387 */
+	inflight[me] = 0; /* stock.c:395 */
 #endif
 	a = 0
 }
 
-/* stock.c:charge_flagged:398-416: the takers' flag is up; answer our ask
+/* stock.c:charge_flagged:406-424: the takers' flag is up; answer our ask
  * if there is one, then hand amt out of the slot by CAS.  fl: done. */
 inline charge_flagged(me, g, amt, fl)
 {
 	fl = 0;
 	if
-	:: takers & TAKERS_ASK -> /* stock.c:405 */
+	:: takers & TAKERS_ASK -> /* stock.c:413 */
 		if
-		:: sask[me] -> answer(me) /* stock.c:405-406 */
+		:: sask[me] -> answer(me) /* stock.c:413-414 */
 		:: else
 		fi
 	:: else
 	fi;
 	if
-	:: sgroup[me] == g -> /* stock.c:407-409 */
-		atomic { /* stock.c:410-414 the CAS */
+	:: sgroup[me] == g -> /* stock.c:415-417 */
+		atomic { /* stock.c:418-422 the CAS */
 			if
 			:: sunits[me] >= (amt) ->
 				sunits[me] = sunits[me] - (amt);
@@ -387,12 +389,12 @@ inline charge_flagged(me, g, amt, fl)
 }
 #endif
 
-/* stock.c:sl__stock_refill:463-512.  rc: 0 refilled and amt handed out,
+/* stock.c:sl__stock_refill:485-536.  rc: 0 refilled and amt handed out,
  * 1 the caller must charge exactly. */
 inline stock_refill(me, g, amt, rc)
 {
 #ifdef FENCE
-	/* stock.c:469-471 */
+	/* stock.c:491-493 */
 	if
 	:: takers != 0 -> charge_flagged(me, g, amt, fl)
 	:: else -> fl = 0
@@ -401,12 +403,21 @@ inline stock_refill(me, g, amt, rc)
 	:: fl -> rc = 0
 	:: else ->
 #endif
-	transit_begin(me); /* stock.c:475 */
-	stock_bind(me, g); /* stock.c:476 */
-	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:477 */
+	/* stock.c:494-495 note_wanted(): a fold took our ledger */
+	if
+	:: wanted[me] ->
+		atomic {
+			wanted[me] = 0;
+			eager[me] = EAGER_REFILLS
+		}
+	:: else
+	fi;
+	transit_begin(me); /* stock.c:499 */
+	stock_bind(me, g); /* stock.c:500 */
+	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:501 */
 	if
 	:: crc != OK ->
-		inflight[me] = 0; /* stock.c:478 transit_end() */
+		inflight[me] = 0; /* stock.c:502 transit_end() */
 		rc = 1
 	:: else ->
 #ifdef MUTANT_REFILL_AFTER_DRAIN
@@ -415,44 +426,38 @@ inline stock_refill(me, g, amt, rc)
 		:: false -> skip
 #else
 		if
-		:: checks[g] != 0 -> /* stock.c:486 */
-			counter_cancel(g, (amt) + BATCH); /* stock.c:487 */
-			inflight[me] = 0; /* stock.c:488 */
+		:: checks[g] != 0 -> /* stock.c:510 */
+			counter_cancel(g, (amt) + BATCH); /* stock.c:511 */
+			inflight[me] = 0; /* stock.c:512 */
 			rc = 1
 #endif
 		:: else ->
-			/* stock.c:491-503 the CAS: batch in (up to cap), amt to
+			/* stock.c:515-527 the CAS: batch in (up to cap), amt to
 			 * the ledger; under FENCE, after an answer (eager), the
 			 * whole ledger out to local (:496) */
 			atomic {
 				tu = sunits[me] + BATCH;
 				gb = (tu > CAP -> tu - CAP : 0);
 				sunits[me] = tu - gb;
-#ifdef FENCE
 				el = (eager[me] -> sledger[me] + (amt) : 0);
 				sledger[me] = sledger[me] + (amt) - el;
-#else
-				sledger[me] = sledger[me] + (amt);
-#endif
 				tu = 0
 			}
-#if defined(FENCE) && !defined(MUTANT_EAGER_UNFLAGGED)
+#ifndef MUTANT_EAGER_UNFLAGGED
 			if
-			:: el -> lcl[g] = lcl[g] + el /* stock.c:504-505 */
-			:: else
-			fi;
-#endif
-#ifdef FENCE
-			if
-			:: eager[me] -> eager[me]-- /* stock.c:506-507 */
+			:: el -> lcl[g] = lcl[g] + el /* stock.c:528-529 */
 			:: else
 			fi;
 #endif
 			if
-			:: gb -> counter_cancel(g, gb) /* stock.c:508-509 */
+			:: eager[me] -> eager[me]-- /* stock.c:530-531 */
 			:: else
 			fi;
-			inflight[me] = 0; /* stock.c:510 */
+			if
+			:: gb -> counter_cancel(g, gb) /* stock.c:532-533 */
+			:: else
+			fi;
+			inflight[me] = 0; /* stock.c:534 */
 #ifdef MUTANT_EAGER_UNFLAGGED
 			/* the bug: the ledger reaches local after the flag fell */
 			if
@@ -460,9 +465,7 @@ inline stock_refill(me, g, amt, rc)
 			:: else
 			fi;
 #endif
-#ifdef FENCE
 			el = 0;
-#endif
 			gb = 0;
 			rc = 0
 		fi
@@ -476,7 +479,7 @@ inline stock_refill(me, g, amt, rc)
 }
 
 #ifdef FENCE
-/* stock.c:others_hold:628-637 through scan_stock:541-560 and note_held:
+/* stock.c:others_hold:659-668 through scan_stock:541-560 and note_held:
  * does another thread's slot match and hold what the take would take? */
 inline others_hold(ledger_only, mt, top)
 {
@@ -486,13 +489,13 @@ inline others_hold(ledger_only, mt, top)
 	:: s == NT || held -> break
 	:: else ->
 		if
-		:: s != me -> /* stock.c:634 */
-			/* stock.c:550-553 load the word, test the mask */
+		:: s != me -> /* stock.c:665 */
+			/* stock.c:574-577 load the word, test the mask */
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0));
 			if
 			:: nonempty ->
-				sg = sgroup[s]; /* stock.c:556 */
-				held = matches(mt, top, sg); /* stock.c:557, :625 */
+				sg = sgroup[s]; /* stock.c:580 */
+				held = matches(mt, top, sg); /* stock.c:581, :656 */
 				sg = 0
 			:: else
 			fi;
@@ -504,30 +507,30 @@ inline others_hold(ledger_only, mt, top)
 	s = 0
 }
 
-/* stock.c:fold_by_owners:690-751 (mt is match_group): ask the owners of
+/* stock.c:fold_by_owners:721-782 (mt is match_group): ask the owners of
  * other slots of top that hold a ledger to fold it, wait for the answers
  * or give up.  own: every ledger asked for is in local. */
 inline fold_by_owners(top)
 {
 	if
-	:: own = 0 /* stock.c:696-699 ask_skip: fence without asking */
+	:: own = 0 /* stock.c:727-730 ask_skip: fence without asking */
 	:: pending = 0;
 		s = 0;
-		do /* stock.c:700-712 */
+		do /* stock.c:731-743 */
 		:: s == NT -> break
 		:: else ->
 			if
-			:: s != me -> /* stock.c:704-705 */
-				nonempty = (sledger[s] != 0); /* stock.c:706: scan_stock, :550-553 */
+			:: s != me -> /* stock.c:735-736 */
+				nonempty = (sledger[s] != 0); /* stock.c:737: scan_stock, :550-553 */
 				if
 				:: nonempty ->
-					sg = sgroup[s]; /* stock.c:556 */
+					sg = sgroup[s]; /* stock.c:580 */
 					if
 					:: matches(0, top, sg) ->
 						ask_seq++;
-						asked[s] = ask_seq; /* stock.c:709 */
-						sask[s] = ask_seq; /* stock.c:710 */
-						pending++ /* stock.c:711 */
+						asked[s] = ask_seq; /* stock.c:740 */
+						sask[s] = ask_seq; /* stock.c:741 */
+						pending++ /* stock.c:742 */
 					:: else
 					fi;
 					sg = 0
@@ -539,11 +542,11 @@ inline fold_by_owners(top)
 			s++
 		od;
 		if
-		:: pending == 0 -> own = 1 /* stock.c:713-714 */
+		:: pending == 0 -> own = 1 /* stock.c:744-745 */
 		:: else ->
-			takers = takers | TAKERS_ASK; /* stock.c:717 */
-			do /* stock.c:720-736 the wait */
-			:: /* stock.c:721-728 one look at every answered: in one
+			takers = takers | TAKERS_ASK; /* stock.c:748 */
+			do /* stock.c:751-767 the wait */
+			:: /* stock.c:752-759 one look at every answered: in one
 			    * step (each is a load in C, but answered only moves
 			    * to the number asked while we wait, so a later load
 			    * sees no less) */
@@ -563,14 +566,14 @@ inline fold_by_owners(top)
 					s = 0
 				}
 				if
-				:: pending == 0 -> break /* stock.c:729 every answer in */
-				:: pending != 0 -> break /* stock.c:729 the wait ran out */
-				:: pending != 0 -> skip /* stock.c:735 wait on */
+				:: pending == 0 -> break /* stock.c:760 every answer in */
+				:: pending != 0 -> break /* stock.c:760 the wait ran out */
+				:: pending != 0 -> skip /* stock.c:766 wait on */
 				fi
 			od;
-			takers = takers & ~TAKERS_ASK; /* stock.c:737 */
+			takers = takers & ~TAKERS_ASK; /* stock.c:768 */
 			s = 0;
-			do /* stock.c:738-742 withdraw the asks left */
+			do /* stock.c:769-773 withdraw the asks left */
 			:: s == NT -> break
 			:: else ->
 				if
@@ -582,19 +585,19 @@ inline fold_by_owners(top)
 				s++
 			od;
 			s = 0;
-			own = (pending == 0) /* stock.c:743-750 */
+			own = (pending == 0) /* stock.c:774-781 */
 		fi;
 		pending = 0
 	fi
 }
 
-/* stock.c:takers_begin:640-656 */
+/* stock.c:takers_begin:671-687 */
 inline takers_begin()
 {
-	takers = takers | TAKERS_TAKE; /* stock.c:648 */
-	skip; /* stock.c:649 membarrier(): nothing to do under SC (see the header) */
+	takers = takers | TAKERS_TAKE; /* stock.c:679 */
+	skip; /* stock.c:680 membarrier(): nothing to do under SC (see the header) */
 	s = 0;
-	do /* stock.c:651-655 wait for every owner's flag to fall */
+	do /* stock.c:682-686 wait for every owner's flag to fall */
 	:: s == NT -> break
 	:: else ->
 		inflight[s] == 0;
@@ -603,12 +606,12 @@ inline takers_begin()
 	s = 0
 }
 
-/* stock.c:takers_end:658-664 */
-#define takers_end() takers = takers & ~TAKERS_TAKE /* stock.c:663 */
+/* stock.c:takers_end:689-695 */
+#define takers_end() takers = takers & ~TAKERS_TAKE /* stock.c:694 */
 #endif
 
 /*
- * stock.c:take:753-773 through scan_locked:562-568, scan_stock:541-560 and
+ * stock.c:take:784-805 through scan_locked:562-568, scan_stock:541-560 and
  * take_slot:593-608: take (mask: units and ledger, or the ledger only) the
  * slots of every thread bound to a group that match accepts, and flush
  * it.  du: units given back.  mt: 0 group, 1 subtree.  Under FENCE only
@@ -618,18 +621,18 @@ inline takers_begin()
 inline take(ledger_only, mt, top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:757 */
+	lock(reglock); /* stock.c:788 */
 	first = 0;
 	last = NT;
 #ifdef FENCE
-	others_hold(ledger_only, mt, top); /* stock.c:758-759 */
+	others_hold(ledger_only, mt, top); /* stock.c:789-790 */
 	if
 	:: !held -> own = 1
 	:: held && ledger_only -> fold_by_owners(top)
 	:: else -> own = 0
 	fi;
 	if
-	:: own -> /* stock.c:764-765 our own stock only */
+	:: own -> /* stock.c:795-796 our own stock only */
 #ifdef MUTANT_TAKE_OTHERS_UNFENCED
 		/* the bug: after the look, every stock, without the fence */
 		skip
@@ -637,29 +640,31 @@ inline take(ledger_only, mt, top, du)
 		first = me;
 		last = me + 1
 #endif
-	:: else -> takers_begin() /* stock.c:767 */
+	:: else -> takers_begin() /* stock.c:798 */
 	fi;
 #endif
 	s = first;
 	do
 	:: s == last -> break
 	:: else ->
-		/* stock.c:550 load the word, :553 the mask */
+		/* stock.c:574 load the word, :553 the mask */
 		atomic {
 			tag = stag[s];
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0))
 		}
 		if
 		:: nonempty ->
-			sg = sgroup[s]; /* stock.c:556 */
+			sg = sgroup[s]; /* stock.c:580 */
 			if
-			:: matches(mt, top, sg) -> /* stock.c:557 */
-				/* stock.c:600-602 the CAS, which compares the tag too */
+			:: matches(mt, top, sg) -> /* stock.c:581 */
+				/* stock.c:625-627 the CAS, which compares the tag too */
 				atomic {
 					if
 					:: stag[s] == tag ->
 						tl = sledger[s];
 						sledger[s] = 0;
+						/* stock.c:631-632 the hint */
+						wanted[s] = (ledger_only && tl && s != me -> 1 : wanted[s]);
 						if
 						:: !ledger_only ->
 							tu = sunits[s];
@@ -669,8 +674,8 @@ inline take(ledger_only, mt, top, du)
 					:: else
 					fi
 				}
-				slot_flush(sg, tu, tl); /* stock.c:605 */
-				du = du + tu; /* stock.c:606 */
+				slot_flush(sg, tu, tl); /* stock.c:636 */
+				du = du + tu; /* stock.c:637 */
 				tu = 0;
 				tl = 0
 			:: else
@@ -687,60 +692,60 @@ inline take(ledger_only, mt, top, du)
 	last = 0;
 #ifdef FENCE
 	if
-	:: !own -> takers_end() /* stock.c:769 */
+	:: !own -> takers_end() /* stock.c:801 */
 	:: else
 	fi;
 	own = 0;
 	held = 0;
 #endif
-	unlock(reglock) /* stock.c:771 */
+	unlock(reglock) /* stock.c:803 */
 }
 
 inline drain_subtree(top, du)
 {
-	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:777-780 */
+	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:809-812 */
 }
 inline drain_group(g, du)
 {
-	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:797-800 */
+	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:829-832 */
 }
 inline fold_ledgers(g)
 {
-	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:804-807 */
+	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:836-839 */
 }
 
-/* stock.c:sl__stock_quiesce:526-531 and quiesce_locked:517-524 */
+/* stock.c:sl__stock_quiesce:550-555 and quiesce_locked:517-524 */
 inline quiesce()
 {
-	lock(reglock); /* stock.c:528 */
+	lock(reglock); /* stock.c:552 */
 	s = 0;
 	do
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:522 wait */
+		inflight[s] == 0; /* stock.c:546 wait */
 		s++
 	od;
 	s = 0;
-	unlock(reglock) /* stock.c:530 */
+	unlock(reglock) /* stock.c:554 */
 }
 
-/* stock.c:stock_release:215-242, the thread's exit (one slot) */
+/* stock.c:stock_release:221-248, the thread's exit (one slot) */
 inline stock_release(me)
 {
-	lock(reglock); /* stock.c:220 */
-	atomic { /* stock.c:225 exchange the word for 0 */
+	lock(reglock); /* stock.c:226 */
+	atomic { /* stock.c:231 exchange the word for 0 */
 		tu = sunits[me];
 		tl = sledger[me];
 		sunits[me] = 0;
 		sledger[me] = 0
 	}
 	if
-	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:229-230 */
+	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:235-236 */
 	:: else
 	fi;
 	tu = 0;
 	tl = 0;
-	unlock(reglock) /* stock.c:238 */
+	unlock(reglock) /* stock.c:244 */
 }
 
 /* atomic.h:sl__sub_clamped:54-65 on lcl[g] */
@@ -771,8 +776,8 @@ inline uncharge(me, g, amt, rc)
 	if
 	:: sgroup[me] == g -> /* uncharge.c:123 */
 #ifdef FENCE
-		/* uncharge.c:129-138: sl__stock_enter() (internal.h:306-315),
-		 * a plain load and store, sl__stock_leave() (internal.h:318-321) */
+		/* uncharge.c:129-138: sl__stock_enter() (internal.h:310-319),
+		 * a plain load and store, sl__stock_leave() (internal.h:322-325) */
 		stock_enter(me);
 		if
 		:: ent ->
@@ -872,7 +877,7 @@ inline uncharge(me, g, amt, rc)
 }
 
 #ifdef FENCE
-/* internal.h:sl__stock_enter:306-315.  ent: the fast path may go on. */
+/* internal.h:sl__stock_enter:310-319.  ent: the fast path may go on. */
 inline stock_enter(me)
 {
 #ifdef MUTANT_ENTER_LOOK_FIRST
@@ -880,18 +885,18 @@ inline stock_enter(me)
 	ent = (takers == 0);
 	inflight[me] = 1;
 #else
-	inflight[me] = 1; /* internal.h:308 */
-	/* internal.h:309 a compiler barrier; the taker's membarrier()
+	inflight[me] = 1; /* internal.h:312 */
+	/* internal.h:313 a compiler barrier; the taker's membarrier()
 	 * orders this store before the load below */
 #ifdef MUTANT_ENTER_NO_LOOK
 	/* the bug: no look at sl__stock_takers at all */
 	ent = 1;
 #else
-	ent = (takers == 0); /* internal.h:310 */
+	ent = (takers == 0); /* internal.h:314 */
 #endif
 #endif
 	if
-	:: !ent -> inflight[me] = 0 /* internal.h:313 */
+	:: !ent -> inflight[me] = 0 /* internal.h:317 */
 	:: else
 	fi
 }
@@ -905,7 +910,7 @@ inline charge_fast(me, g, amt, rc)
 	:: sgroup[me] == g -> /* charge.c:47 */
 #ifdef FENCE
 		/* charge.c:53-63: sl__stock_enter(), a plain load and store,
-		 * sl__stock_leave() (internal.h:318-321) */
+		 * sl__stock_leave() (internal.h:322-325) */
 		stock_enter(me); /* charge.c:55 */
 		if
 		:: ent ->
@@ -945,12 +950,12 @@ inline charge_fast(me, g, amt, rc)
 
 /* The variables the inlines use, declared once per thread. */
 #ifdef FENCE
-#define FENCE_LOCALS bit held, own, fl, ent; byte pending, a, el;
+#define FENCE_LOCALS bit held, own, fl, ent; byte pending, a;
 #else
 #define FENCE_LOCALS
 #endif
 #define THREAD_LOCALS \
-	byte p, q, cur, lim, crc, cfail, og, tu, tl, gb, s, tag, sg, du, first, last; \
+	byte p, q, cur, lim, crc, cfail, og, tu, tl, gb, el, s, tag, sg, du, first, last; \
 	bit nonempty, quiet; \
 	FENCE_LOCALS \
 	byte mygen, left, rel, taken, keep, got, round, rc, failg
