@@ -112,10 +112,7 @@ static uint64_t claim(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_
 		 * callback's own charges, other threads) are not usage; the
 		 * count and the stocks read together, or a refill between
 		 * them looks like usage (found by proof/reclaim.pml). */
-		if (r->t->batch)
-			sl__stock_usage(p, &usage, &stocked);
-		else
-			usage = sl__usage_of(p);
+		sl__stock_usage(p, &usage, &stocked);
 		want = sl__min_u64(want, usage > taken ? usage - taken : 0);
 	}
 	/* Relaxed: the claim lock orders claims among claimers; a reader

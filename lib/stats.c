@@ -11,12 +11,7 @@ int sl_group_stats(const sl_group *g, struct sl_stats *out)
 	if (!sl__group_valid(g) || !out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	if (g->tree->batch) {
-		sl__stock_usage(g, &out->usage, &out->stocked);
-	} else {
-		out->usage = sl__counter_usage(g);
-		out->stocked = 0;
-	}
+	sl__stock_usage(g, &out->usage, &out->stocked);
 	out->peak = sl__load(&g->peak, SL_RELAXED);
 	sl_group_limits(g, &out->limits);
 	g->tree->policy->effective(g, &out->emin, &out->esoft);

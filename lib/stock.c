@@ -557,10 +557,10 @@ void sl__stock_quiesce(void)
 /*
  * Visit every slot of every thread whose word has a bit of mask set and
  * whose group match() accepts, under the registry lock; visit() gets the
- * slot, its group and the word it read.  The one registry scan.
+ * stock, the slot, its group and the word it read.  The one registry scan.
  */
 typedef bool (*match_fn)(const sl_group *p, const void *arg);
-typedef void (*visit_fn)(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc);
+typedef void (*visit_fn)(struct sl__stock *s, struct sl__slot *sl, sl_group *p, uint64_t w, void *acc);
 
 static void scan_stock(struct sl__stock *s, uint64_t mask, match_fn match, const void *arg, visit_fn visit,
 		       void *acc)
@@ -579,7 +579,7 @@ static void scan_stock(struct sl__stock *s, uint64_t mask, match_fn match, const
 		/* Acquire: pairs with stock_bind()'s release of it. */
 		p = sl__load(&sl->group, SL_ACQUIRE);
 		if (p && match(p, arg))
-			visit(sl, p, w, acc);
+			visit(s, sl, p, w, acc);
 	}
 }
 
@@ -610,12 +610,11 @@ struct take {
 	uint64_t mask;  /* what to take: units and ledger, or the ledger */
 	bool flush;     /* give it back to the group (not on tree destroy) */
 	uint64_t units; /* units given back */
-	struct sl__stock *owner; /* of the slots being visited */
 };
 
 /* Take the mask's part of the slot, if the word still holds what we read:
  * the CAS compares the tag too, so the units are p's. */
-static void take_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
+static void take_slot(struct sl__stock *s, struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 {
 	struct take *tk = acc;
 	uint64_t tag = w >> SL__TAG_SHIFT;
@@ -628,8 +627,8 @@ static void take_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 	w &= tk->mask;
 	/* A fold took another thread's ledger: that thread's units are
 	 * uncharged elsewhere; have its next refills fold them first. */
-	if (tk->mask == SL__LEDGER_MASK && sl__word_ledger(w) && tk->owner != sl__tls_stock) {
-		sl__fetch_or(&tk->owner->wanted, UINT64_C(1) << (sl - tk->owner->slot), SL_RELAXED);
+	if (tk->mask == SL__LEDGER_MASK && sl__word_ledger(w) && s != sl__tls_stock) {
+		sl__fetch_or(&s->wanted, UINT64_C(1) << (sl - s->slot), SL_RELAXED);
 		sl__count(&sl__stock_ledgers_taken);
 	}
 	if (tk->flush) {
@@ -648,8 +647,9 @@ static void take_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
  * keeps the fence off the common drains: a thread at max whose units are
  * its own.
  */
-static void note_held(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
+static void note_held(struct sl__stock *s, struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 {
+	(void)s;
 	(void)sl;
 	(void)p;
 	(void)w;
@@ -694,18 +694,12 @@ static void takers_end(void)
 	sl__store(&sl__stock_takers, sl__load(&sl__stock_takers, SL_RELAXED) & ~SL__TAKERS_TAKE, SL_RELEASE);
 }
 
-struct slot_bits {
-	struct sl__stock *s;
-	uint64_t bits;
-};
-
-static void note_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
+/* acc: the slot bits of s that matched. */
+static void note_slot(struct sl__stock *s, struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 {
-	struct slot_bits *b = acc;
-
 	(void)p;
 	(void)w;
-	b->bits |= UINT64_C(1) << (sl - b->s->slot);
+	*(uint64_t *)acc |= UINT64_C(1) << (sl - s->slot);
 }
 
 /*
@@ -729,16 +723,16 @@ static bool fold_by_owners(match_fn match, const void *arg)
 		return false;
 	}
 	for (s = registry; s; s = s->next) {
-		struct slot_bits b = { s, 0 };
+		uint64_t bits = 0;
 
 		/* asked is 0 in every stock here: no write to the others' lines. */
 		if (s == sl__tls_stock)
 			continue;
-		scan_stock(s, SL__LEDGER_MASK, match, arg, note_slot, &b);
-		if (!b.bits)
+		scan_stock(s, SL__LEDGER_MASK, match, arg, note_slot, &bits);
+		if (!bits)
 			continue;
 		s->asked = ++ask_seq;
-		sl__store(&s->ask, b.bits | (s->asked << ASK_SEQ_SHIFT), SL_RELAXED);
+		sl__store(&s->ask, bits | (s->asked << ASK_SEQ_SHIFT), SL_RELAXED);
 		pending++;
 	}
 	if (!pending)
@@ -792,12 +786,11 @@ static uint64_t take(uint64_t mask, match_fn match, const void *arg)
 		 * rest: no fence, and no look at the others (one may refill
 		 * and go on plain-storing after our look; to it, this take
 		 * came first). */
-		if ((tk.owner = sl__tls_stock))
-			scan_stock(tk.owner, mask, match, arg, take_slot, &tk);
+		if (sl__tls_stock)
+			scan_stock(sl__tls_stock, mask, match, arg, take_slot, &tk);
 	} else {
 		takers_begin();
-		for (tk.owner = registry; tk.owner; tk.owner = tk.owner->next)
-			scan_stock(tk.owner, mask, match, arg, take_slot, &tk);
+		scan_locked(mask, match, arg, take_slot, &tk);
 		takers_end();
 	}
 	pthread_mutex_unlock(&registry_lock);
@@ -856,10 +849,11 @@ struct sum {
 	uint64_t units, ledger;
 };
 
-static void add_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
+static void add_slot(struct sl__stock *s, struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
 {
 	struct sum *sum = acc;
 
+	(void)s;
 	(void)sl;
 	(void)p;
 	sum->units += sl__word_units(w);
@@ -872,12 +866,18 @@ static void add_slot(struct sl__slot *sl, sl_group *p, uint64_t w, void *acc)
  * and a slot meanwhile (transit_begin() says how), and takes and thread
  * exits are kept out by the registry lock.  Fast paths go on: they move
  * units between a slot and the host, which changes usage, not the count.
+ * A tree without stocks (batch 0) has its usage in the count alone.
  */
 void sl__stock_usage(const sl_group *g, uint64_t *usage, uint64_t *stocked)
 {
 	struct sum sum = { 0, 0 };
 	uint64_t count;
 
+	if (!g->tree->batch) {
+		*usage = sl__counter_usage(g);
+		*stocked = 0;
+		return;
+	}
 	pthread_mutex_lock(&registry_lock);
 	/* seq_cst: then quiesce_locked()'s loads of the flags (the other
 	 * half of the handshake in transit_begin()). */

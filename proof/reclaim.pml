@@ -47,7 +47,7 @@
  *  - the policy is GUARANTEE with soft 0 everywhere, so every group with a
  *    count is an over-soft candidate; pass 1 asks A for its own charges,
  *    pass 2 asks A for what it holds above min.  B has no callback and is
- *    never asked (reclaim.c:175), but both passes pin it;
+ *    never asked (reclaim.c:172), but both passes pin it;
  *  - RETRIES rounds without progress (atmax.c:13: 16, as proof/check.sh
  *    runs it; the default 2 suffices for the no-false-ENOMEM property,
  *    which looks only at charges that ran alone: alone, the first round
@@ -112,7 +112,7 @@ bit has_callback[NG];
 byte pend[NG];		/* ghost: units of charges to g in flight */
 
 /* This thread's A callback charges back what it frees (REENTRANT): its
- * reclaims make no progress (reclaim.c:180, :190, :193-196 measure own
+ * reclaims make no progress (reclaim.c:177, :187, :190-193 measure own
  * charges), and
  * a charge that fails after rounds without progress keeps the rule of
  * softlimit.h's sl_charge() ("or the callbacks freed nothing"), so the
@@ -139,7 +139,7 @@ inline charge_begin(g, amt)
 }
 
 /*
- * stock.c:sl__stock_usage:876-894: the host's usage of top's subtree, the
+ * stock.c:sl__stock_usage:871-894: the host's usage of top's subtree, the
  * count less the units that stocks hold, read under the registry lock with
  * every transit (a refill or a rebind) kept out (transit_begin()).  Each
  * slot is read in its own step: fast paths go on meanwhile.
@@ -183,13 +183,13 @@ inline stock_usage(top, u)
 	unlock(reglock) /* stock.c:889 */
 }
 
-/* stock.c:sl__stock_drain_mine:816-826: take this thread's own slot if it
+/* stock.c:sl__stock_drain_mine:809-819: take this thread's own slot if it
  * is bound in top's subtree (only its owner or a taker under the registry
  * lock, which we hold, writes it: one step). */
 inline drain_mine(top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:822 */
+	lock(reglock); /* stock.c:815 */
 	atomic {
 		if
 		:: sgroup[me] != NONE && is_ancestor(top, sgroup[me]) ->
@@ -203,14 +203,14 @@ inline drain_mine(top, du)
 	if
 	:: tu || tl ->
 		sg = sgroup[me];
-		slot_flush(sg, tu, tl); /* stock.c:823, take_slot:600-606 */
+		slot_flush(sg, tu, tl); /* stock.c:816, take_slot:600-606 */
 		du = tu;
 		sg = 0;
 		tu = 0;
 		tl = 0
 	:: else
 	fi;
-	unlock(reglock) /* stock.c:824 */
+	unlock(reglock) /* stock.c:817 */
 }
 
 /* reclaim.c:sl__own_of:41-44: local plus this thread's ledger
@@ -268,7 +268,7 @@ inline nested_charge(g, amt)
 	du = 0
 }
 
-/* reclaim.c:claim:88-128 (step floors: none, soft is 0) */
+/* reclaim.c:claim:88-125 (step floors: none, soft is 0) */
 inline claim(g, want)
 {
 	lock(claimlock); /* reclaim.c:94 */
@@ -282,19 +282,19 @@ inline claim(g, want)
 			/* the order before c871bc1: usage, then claimed (caught
 			 * only with MUTANT_NO_CALLBACK_TURNS too: with turns no
 			 * other claim on A comes and goes during ours) */
-			stock_usage(p, usage); /* reclaim.c:115-116 */
+			stock_usage(p, usage); /* reclaim.c:115 */
 			taken = claimed[p] + minv[p]; /* reclaim.c:110 */
 #else
 			taken = claimed[p] + minv[p]; /* reclaim.c:110 claimed first */
-			stock_usage(p, usage); /* reclaim.c:115-116 then usage */
+			stock_usage(p, usage); /* reclaim.c:115 then usage */
 #endif
-			want = min2(want, (usage > taken -> usage - taken : 0)) /* reclaim.c:119 */
+			want = min2(want, (usage > taken -> usage - taken : 0)) /* reclaim.c:116 */
 		:: else
 		fi;
 		p = parent(p)
 	od;
 	if
-	:: want -> /* reclaim.c:123-125 */
+	:: want -> /* reclaim.c:120-122 */
 		q = g;
 		do
 		:: q == NONE -> break
@@ -304,7 +304,7 @@ inline claim(g, want)
 		od
 	:: else
 	fi;
-	unlock(claimlock); /* reclaim.c:126 */
+	unlock(claimlock); /* reclaim.c:123 */
 	p = 0;
 	q = 0;
 	n = 0;
@@ -321,24 +321,24 @@ inline claim(g, want)
 #define cb_end(g) unlock(incb[g])
 #endif
 
-/* reclaim.c:sl__reclaim_group:170-206 for a group the caller pinned,
+/* reclaim.c:sl__reclaim_group:167-203 for a group the caller pinned,
  * asked for ask units (floor 0: the min on the path is claim()'s). */
 inline reclaim_group(g)
 {
 	if
-	:: freed >= target || !has_callback[g] -> skip /* reclaim.c:175-176 */
+	:: freed >= target || !has_callback[g] -> skip /* reclaim.c:172-173 */
 	:: else ->
 		assert(!dead[g]); /* pinned: never freed under us */
-		cb_begin(g); /* reclaim.c:177 callback_begin():146-156 */
-		before = own_of(g); /* reclaim.c:180 */
-		want = min2(min2(ask, target - freed), before); /* reclaim.c:181 */
+		cb_begin(g); /* reclaim.c:174 callback_begin():146-156 */
+		before = own_of(g); /* reclaim.c:177 */
+		want = min2(min2(ask, target - freed), before); /* reclaim.c:178 */
 		if
-		:: want -> claim(g, want) /* reclaim.c:182 */
+		:: want -> claim(g, want) /* reclaim.c:179 */
 		:: else
 		fi;
 		if
 		:: want ->
-			/* reclaim.c:188 the host's callback: it frees what it
+			/* reclaim.c:185 the host's callback: it frees what it
 			 * holds of g, up to want, through sl_uncharge() */
 			ret = min2(want, hu[g]);
 			/* min is never reclaimed */
@@ -355,25 +355,25 @@ inline reclaim_group(g)
 			:: else
 			fi;
 #endif
-			after = own_of(g); /* reclaim.c:190 */
-			q = g; /* reclaim.c:191 unclaim():130-137 */
+			after = own_of(g); /* reclaim.c:187 */
+			q = g; /* reclaim.c:188 unclaim():130-137 */
 			do
 			:: q == NONE -> break
 			:: else ->
 				claimed[q] = claimed[q] - want;
 				q = parent(q)
 			od;
-			cb_end(g); /* reclaim.c:192 callback_end():158-161 */
-			/* reclaim.c:193-204 measured progress */
+			cb_end(g); /* reclaim.c:189 callback_end():158-161 */
+			/* reclaim.c:190-201 measured progress */
 			got = min2(ret, (before > after -> before - after : 0));
 			if
 			:: got ->
-				progress = progress + got; /* reclaim.c:200 */
-				freed = freed + got /* reclaim.c:204 */
+				progress = progress + got; /* reclaim.c:197 */
+				freed = freed + got /* reclaim.c:201 */
 			:: else
 			fi
 		:: else ->
-			cb_end(g) /* reclaim.c:183 */
+			cb_end(g) /* reclaim.c:180 */
 		fi
 	fi;
 	before = 0;
@@ -389,7 +389,7 @@ inline reclaim_group(g)
  * rec.  Only A can give (R and B have no callback, so own 0: :79); rec(A)
  * is what it holds, at most its usage, above its min (:80-81, :93-95).
  * take_subtree(R):102-128 gives R's own share, 0, to R (:122, no
- * callback: reclaim.c:175) and A all the rest (:121, split.c: a part of
+ * callback: reclaim.c:172) and A all the rest (:121, split.c: a part of
  * weight 0 gets nothing); take_subtree(A) asks A (:122). */
 inline prop_round_ask()
 {
@@ -406,7 +406,7 @@ inline prop_round_ask()
 }
 
 /*
- * reclaim.c:sl__reclaim:219-235 with GUARANTEE (policy_guarantee.c:58-61:
+ * reclaim.c:sl__reclaim:216-232 with GUARANTEE (policy_guarantee.c:58-61:
  * victims.c:sl__reclaim_by_excess:167-184): the scope's own charges, pass
  * 1 over the candidates, then pass 2 (proportional.c:sl__proportional:
  * 134-158).  Every ask of A goes through the one reclaim_group() below
@@ -414,16 +414,16 @@ inline prop_round_ask()
  */
 inline reclaim(scope, tgt, mst, drn)
 {
-	reclaimers++; /* reclaim.c:224 */
+	reclaimers++; /* reclaim.c:221 */
 	target = tgt;
 	must = mst;
 	freed = 0;
 	if
-	:: drn -> drain_subtree(scope, du) /* reclaim.c:229-230 */
+	:: drn -> drain_subtree(scope, du) /* reclaim.c:226-227 */
 	:: else
 	fi;
 	/* victims.c:172 the scope's own charges: R has no callback
-	 * (reclaim.c:175) */
+	 * (reclaim.c:172) */
 	ask = 0;
 	if
 	:: freed < target -> /* victims.c:173 */
@@ -480,7 +480,7 @@ inline reclaim(scope, tgt, mst, drn)
 			fi;
 			cand_a = 0;
 			cand_b = 0;
-			/* victims.c:182 sl__pass2_begin(): reclaim.c:239-244 */
+			/* victims.c:182 sl__pass2_begin(): reclaim.c:236-241 */
 			if
 			:: target > must -> target = (must > freed -> must : freed)
 			:: else
@@ -531,7 +531,7 @@ inline reclaim(scope, tgt, mst, drn)
 	pgot = 0;
 	prd = 0;
 	pfreed = 0;
-	reclaimers--; /* reclaim.c:233 */
+	reclaimers--; /* reclaim.c:230 */
 	target = 0;
 	must = 0;
 	du = 0
@@ -823,7 +823,7 @@ proctype thread(byte me)
 #ifdef CFG_CLAIM_REFILL
 	if
 	:: me == 0 ->
-		/* sl_reclaim(R, 3): reclaim.c:246-251 */
+		/* sl_reclaim(R, 3): reclaim.c:243-248 */
 		op_begin();
 		reclaim(R, 3, 3, 1);
 		op_end()

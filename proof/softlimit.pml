@@ -33,9 +33,9 @@
  *    failed ones change nothing), and spinning waits (quiesce, the
  *    takers' wait, destroy's pins) are blocking guards, so a wait that
  *    never ends is a deadlock;
- *  - the folder's bounded wait for answers (stock.c:751-767, at most about
+ *  - the folder's bounded wait for answers (stock.c:745-761, at most about
  *    a fence's time) is a choice: the folder may give up at any moment,
- *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:727-
+ *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:721-
  *    730, 774-779) are the same choice at the start (any fold may fence
  *    without asking);
  *  - one slot per thread (SL__STOCK_SLOTS is 8; eviction is the same
@@ -110,7 +110,7 @@ byte asked[NT];
 byte ask_seq;		/* stock.c:346 */
 #endif
 /* Both protocols: internal.h struct sl__stock wanted (a fold took the
- * slot's ledger: take_slot, stock.c:631-634) and eager (refills left that
+ * slot's ledger: take_slot, stock.c:630-633) and eager (refills left that
  * fold the ledger into local: stock.c:468-477, and answer() under FENCE) */
 #ifndef EAGER_REFILLS
 #define EAGER_REFILLS 2	/* stock.c:338 EAGER_REFILLS is 16; the model's threads refill twice at most */
@@ -507,30 +507,30 @@ inline others_hold(ledger_only, mt, top)
 	s = 0
 }
 
-/* stock.c:fold_by_owners:721-782 (mt is match_group): ask the owners of
+/* stock.c:fold_by_owners:715-776 (mt is match_group): ask the owners of
  * other slots of top that hold a ledger to fold it, wait for the answers
  * or give up.  own: every ledger asked for is in local. */
 inline fold_by_owners(top)
 {
 	if
-	:: own = 0 /* stock.c:727-730 ask_skip: fence without asking */
+	:: own = 0 /* stock.c:721-724 ask_skip: fence without asking */
 	:: pending = 0;
 		s = 0;
-		do /* stock.c:731-743 */
+		do /* stock.c:725-737 */
 		:: s == NT -> break
 		:: else ->
 			if
-			:: s != me -> /* stock.c:735-736 */
-				nonempty = (sledger[s] != 0); /* stock.c:737: scan_stock, :550-553 */
+			:: s != me -> /* stock.c:729-730 */
+				nonempty = (sledger[s] != 0); /* stock.c:731: scan_stock, :550-553 */
 				if
 				:: nonempty ->
 					sg = sgroup[s]; /* stock.c:580 */
 					if
 					:: matches(0, top, sg) ->
 						ask_seq++;
-						asked[s] = ask_seq; /* stock.c:740 */
-						sask[s] = ask_seq; /* stock.c:741 */
-						pending++ /* stock.c:742 */
+						asked[s] = ask_seq; /* stock.c:734 */
+						sask[s] = ask_seq; /* stock.c:735 */
+						pending++ /* stock.c:736 */
 					:: else
 					fi;
 					sg = 0
@@ -542,11 +542,11 @@ inline fold_by_owners(top)
 			s++
 		od;
 		if
-		:: pending == 0 -> own = 1 /* stock.c:744-745 */
+		:: pending == 0 -> own = 1 /* stock.c:738-739 */
 		:: else ->
-			takers = takers | TAKERS_ASK; /* stock.c:748 */
-			do /* stock.c:751-767 the wait */
-			:: /* stock.c:752-759 one look at every answered: in one
+			takers = takers | TAKERS_ASK; /* stock.c:742 */
+			do /* stock.c:745-761 the wait */
+			:: /* stock.c:746-753 one look at every answered: in one
 			    * step (each is a load in C, but answered only moves
 			    * to the number asked while we wait, so a later load
 			    * sees no less) */
@@ -566,14 +566,14 @@ inline fold_by_owners(top)
 					s = 0
 				}
 				if
-				:: pending == 0 -> break /* stock.c:760 every answer in */
-				:: pending != 0 -> break /* stock.c:760 the wait ran out */
-				:: pending != 0 -> skip /* stock.c:766 wait on */
+				:: pending == 0 -> break /* stock.c:754 every answer in */
+				:: pending != 0 -> break /* stock.c:754 the wait ran out */
+				:: pending != 0 -> skip /* stock.c:760 wait on */
 				fi
 			od;
-			takers = takers & ~TAKERS_ASK; /* stock.c:768 */
+			takers = takers & ~TAKERS_ASK; /* stock.c:762 */
 			s = 0;
-			do /* stock.c:769-773 withdraw the asks left */
+			do /* stock.c:763-767 withdraw the asks left */
 			:: s == NT -> break
 			:: else ->
 				if
@@ -585,7 +585,7 @@ inline fold_by_owners(top)
 				s++
 			od;
 			s = 0;
-			own = (pending == 0) /* stock.c:774-781 */
+			own = (pending == 0) /* stock.c:768-775 */
 		fi;
 		pending = 0
 	fi
@@ -611,7 +611,7 @@ inline takers_begin()
 #endif
 
 /*
- * stock.c:take:784-805 through scan_locked:562-568, scan_stock:541-560 and
+ * stock.c:take:778-798 through scan_locked:562-568, scan_stock:541-560 and
  * take_slot:593-608: take (mask: units and ledger, or the ledger only) the
  * slots of every thread bound to a group that match accepts, and flush
  * it.  du: units given back.  mt: 0 group, 1 subtree.  Under FENCE only
@@ -621,18 +621,18 @@ inline takers_begin()
 inline take(ledger_only, mt, top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:788 */
+	lock(reglock); /* stock.c:782 */
 	first = 0;
 	last = NT;
 #ifdef FENCE
-	others_hold(ledger_only, mt, top); /* stock.c:789-790 */
+	others_hold(ledger_only, mt, top); /* stock.c:783-784 */
 	if
 	:: !held -> own = 1
 	:: held && ledger_only -> fold_by_owners(top)
 	:: else -> own = 0
 	fi;
 	if
-	:: own -> /* stock.c:795-796 our own stock only */
+	:: own -> /* stock.c:789-790 our own stock only */
 #ifdef MUTANT_TAKE_OTHERS_UNFENCED
 		/* the bug: after the look, every stock, without the fence */
 		skip
@@ -640,7 +640,7 @@ inline take(ledger_only, mt, top, du)
 		first = me;
 		last = me + 1
 #endif
-	:: else -> takers_begin() /* stock.c:798 */
+	:: else -> takers_begin() /* stock.c:792 */
 	fi;
 #endif
 	s = first;
@@ -657,13 +657,13 @@ inline take(ledger_only, mt, top, du)
 			sg = sgroup[s]; /* stock.c:580 */
 			if
 			:: matches(mt, top, sg) -> /* stock.c:581 */
-				/* stock.c:625-627 the CAS, which compares the tag too */
+				/* stock.c:624-626 the CAS, which compares the tag too */
 				atomic {
 					if
 					:: stag[s] == tag ->
 						tl = sledger[s];
 						sledger[s] = 0;
-						/* stock.c:631-632 the hint */
+						/* stock.c:630-631 the hint */
 						wanted[s] = (ledger_only && tl && s != me -> 1 : wanted[s]);
 						if
 						:: !ledger_only ->
@@ -674,8 +674,8 @@ inline take(ledger_only, mt, top, du)
 					:: else
 					fi
 				}
-				slot_flush(sg, tu, tl); /* stock.c:636 */
-				du = du + tu; /* stock.c:637 */
+				slot_flush(sg, tu, tl); /* stock.c:635 */
+				du = du + tu; /* stock.c:636 */
 				tu = 0;
 				tl = 0
 			:: else
@@ -692,26 +692,26 @@ inline take(ledger_only, mt, top, du)
 	last = 0;
 #ifdef FENCE
 	if
-	:: !own -> takers_end() /* stock.c:801 */
+	:: !own -> takers_end() /* stock.c:794 */
 	:: else
 	fi;
 	own = 0;
 	held = 0;
 #endif
-	unlock(reglock) /* stock.c:803 */
+	unlock(reglock) /* stock.c:796 */
 }
 
 inline drain_subtree(top, du)
 {
-	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:809-812 */
+	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:802-805 */
 }
 inline drain_group(g, du)
 {
-	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:829-832 */
+	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:822-825 */
 }
 inline fold_ledgers(g)
 {
-	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:836-839 */
+	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:829-832 */
 }
 
 /* stock.c:sl__stock_quiesce:550-555 and quiesce_locked:517-524 */
