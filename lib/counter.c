@@ -187,6 +187,24 @@ void sl__counter_cancel(sl_group *g, uint64_t amount)
 		level_sub(g, amount, prot);
 }
 
+/*
+ * Every level on g's path has room for amount more under its max and its
+ * high: a refill of a batch would fit now.  Relaxed: a hint for a stock
+ * that would keep units, which are counted already (stock.c); a max or
+ * high that changes meanwhile is handled as for a refill that raced it.
+ */
+bool sl__counter_room(const sl_group *g, uint64_t amount)
+{
+	for (; g; g = g->parent) {
+		uint64_t lim = sl__min_u64(sl__load(&g->max, SL_RELAXED), sl__load(&g->high, SL_RELAXED));
+		uint64_t count = sl__load(&g->count, SL_RELAXED);
+
+		if (count > lim || lim - count < amount)
+			return false;
+	}
+	return true;
+}
+
 /* The subtree's count: usage plus what its stocks hold. */
 uint64_t sl__counter_usage(const sl_group *g)
 {

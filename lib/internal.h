@@ -391,6 +391,7 @@ static inline void sl__over_check(sl_group *g, uint64_t count)
 int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stocked, sl_group **fail);
 void sl__counter_cancel(sl_group *g, uint64_t amount);
 uint64_t sl__counter_usage(const sl_group *g);
+bool sl__counter_room(const sl_group *g, uint64_t amount);
 uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
 void sl__counter_wake_background(sl_tree *t);
 void sl__counter_protect(sl_group *g);
@@ -402,6 +403,7 @@ uint64_t sl__refault_rank(const sl_group *g);
 extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
 struct sl__stock *sl__stock_get(void);
 int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount);
+void sl__stock_keep(sl_group *g, uint64_t units);
 uint64_t sl__stock_drain_subtree(const sl_group *top);
 uint64_t sl__stock_drain_mine(const sl_group *top);
 uint64_t sl__stock_drain_group(const sl_group *g);

@@ -16,6 +16,9 @@
  *
  * Operations, one job each (as the kernel's consume/refill/drain):
  *   sl__stock_refill()        owner: pre-charge a batch, hand out amount
+ *   sl__stock_keep()          owner: keep what an uncharge gives back as
+ *                               pre-charged units (the kernel refills its
+ *                               stock on uncharge too)
  *   sl__stock_drain_subtree() anyone: give back the units and ledgers of
  *   sl__stock_drain_group()     every slot bound to a subtree / a group
  *   sl__stock_fold_ledgers()  anyone: fold a group's ledgers into local,
@@ -533,6 +536,57 @@ int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 		sl__counter_cancel(g, give_back);
 	transit_end(s);
 	return 0;
+}
+
+/*
+ * Owner: units an uncharge of g took back from the host, kept as
+ * pre-charged units in this thread's slot for g (bound now if need be)
+ * instead of leaving every counter on the path: the kernel's refill of its
+ * stock on uncharge.  A thread that uncharges what another charges (a
+ * handoff) then moves no counter per uncharge, only local; the counters
+ * move once per batch, when the slot passes its cap and gives back all but
+ * a batch.  That give-back, and a rebind's flush, are transits: units
+ * between a slot and the counters.  Keeping the units needs none: they
+ * are counted throughout, and go from the uncharge in progress into the
+ * slot in one compare-and-swap (a usage read counts them as the host's
+ * before it and as stocked after it).  They go straight back to the
+ * counters inside a reclaim callback (a reclaim needs them to fall), for
+ * more than a batch, and where a refill of a batch would not fit under
+ * some max or high on the path: a stock never holds units that a refill
+ * could not have put there, so a group over a lowered max stays there
+ * for charges.  Never fails: without a stock they go back too.
+ */
+void sl__stock_keep(sl_group *g, uint64_t units)
+{
+	uint64_t batch = g->tree->batch, w, back = 0;
+	struct sl__stock *s;
+	struct sl__slot *sl;
+	bool transit;
+
+	if (!batch || units > batch || sl__tls_in_reclaim || !sl__counter_room(g, batch) ||
+	    !(s = sl__stock_get())) {
+		sl__counter_cancel(g, units);
+		return;
+	}
+	sl = sl__slot_find(s, g);
+	/* Only takers change the word meanwhile, and they only empty it:
+	 * units that fit now still fit at the CAS. */
+	transit = !sl || sl__word_units(sl__load(&sl->word, SL_RELAXED)) + units > sl->cap;
+	if (transit) {
+		transit_begin(s);
+		sl = stock_bind(s, g);
+	}
+	w = sl__load(&sl->word, SL_RELAXED);
+	do {
+		uint64_t u = sl__word_units(w) + units;
+
+		back = u > sl->cap ? u - batch : 0;
+		/* Release: as in sl__stock_refill(), for a drainer. */
+	} while (!sl__cas_weak(&sl->word, &w, w + units - back, SL_RELEASE, SL_RELAXED));
+	if (back)
+		sl__counter_cancel(g, back);
+	if (transit)
+		transit_end(s);
 }
 
 /* ---- other threads' slots ---- */

@@ -38,6 +38,10 @@ extern _Atomic uint64_t sl__stock_answered_folds, sl__stock_fences;
 extern unsigned sl__eager_refills;
 /* stock.c, both protocols: ledgers a fold took from other threads' slots. */
 extern _Atomic uint64_t sl__stock_ledgers_taken;
+/* stock.c: give back what the calling thread's own stock holds for top's
+ * subtree, as its exit does (a test's main thread never exits).  Returns
+ * the units given back. */
+uint64_t sl__stock_drain_mine(const sl_group *top);
 /* stock.c: called while a fold waits for owners to answer (under the
  * registry lock; after the answers were looked at, before the time limit
  * is), so that a test can have an owner charge exactly then. */

@@ -105,7 +105,7 @@ int sl__uncharge_slow(sl_group *g, uint64_t amount)
 		release += got;
 	}
 	if (release)
-		sl__counter_cancel(g, release);
+		sl__stock_keep(g, release);
 	return left ? -EINVAL : 0;
 }
 

@@ -120,13 +120,23 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+static void *return_leftovers(void *arg)
+{
+	struct item it;
+
+	(void)arg;
+	for (unsigned i = 0; i < THREADS; i++)
+		while (ring_pop(&H.ring[i], &it))
+			uncharge_item(it);
+	return NULL;
+}
+
 static void run(unsigned fold_rounds, uint64_t batch, unsigned groups)
 {
 	struct sl_tree_opts o;
 	pthread_t th[THREADS];
 	sl_group *mid;
 	sl_tree *t;
-	struct item it;
 	unsigned saved = sl__fold_rounds;
 	uint64_t answered0 = atomic_load(&sl__stock_answered_folds), fences0 = atomic_load(&sl__stock_fences);
 	int i;
@@ -160,10 +170,11 @@ static void run(unsigned fold_rounds, uint64_t batch, unsigned groups)
 	for (i = 0; i < THREADS; i++)
 		join_thread(th[i]);
 	sl__fold_rounds = saved;
-	/* What is still in the rings is the host's: give it back. */
-	for (i = 0; i < THREADS; i++)
-		while (ring_pop(&H.ring[i], &it))
-			uncharge_item(it);
+	/* What is still in the rings is the host's: a thread gives it back,
+	 * keeps what it uncharged in its own stock, and returns that as it
+	 * exits. */
+	start_thread(&th[0], return_leftovers, NULL);
+	join_thread(th[0]);
 	printf("handoff (fold rounds %u, %s, %u groups): %lu handoffs, %lu short uncharges, %lu folds answered by "
 	       "their owners, %lu fences\n", fold_rounds, batch == SL_BATCH_NONE ? "no stocks" : "default batch", groups,
 	       atomic_load(&H.handed), atomic_load(&H.short_uncharges),
@@ -405,6 +416,9 @@ START_TEST(every_fold_defeated_still_exact)
 	agent_stop(&producer);
 	agent_stop(&consumer);
 	ASSERT_NO_THREAD_FAILURE();
+	/* This thread's uncharges kept their units in its stock; give them
+	 * back as its exit would. */
+	sl__stock_drain_mine(sl_tree_root(t));
 	assert_empty(race_g, "g");
 	assert_tree_ok(t);
 	sl_tree_destroy(t);
@@ -539,6 +553,102 @@ START_TEST(a_taken_ledger_is_folded_by_its_owner_next_time)
 END_TEST
 
 /*
+ * An uncharge keeps what it returns in the uncharging thread's stock, as
+ * pre-charged units, while the path has room for a batch: a thread that
+ * frees what others charge (a handoff) then moves no counter per uncharge.
+ * The count stays, usage falls and stocked rises by as much; the thread's
+ * next charge takes the units back with no counter moved (peak stays); an
+ * uncharge inside a reclaim callback gives its units to the counters,
+ * which a reclaim must make fall; a thread's exit gives its stock back.
+ * (A group over a lowered max keeps nothing: test_tree's
+ * max_lowered_below_usage_is_ebusy_but_holds_for_further_charges.)
+ */
+static uint64_t held_by_host;
+static struct sl_stats in_callback[2]; /* before and after its uncharge */
+
+static uint64_t free_held(sl_group *g, uint64_t target, void *ctx)
+{
+	uint64_t n = target < held_by_host ? target : held_by_host;
+
+	(void)ctx;
+	held_by_host -= n;
+	T_CHECK(sl_group_stats(g, &in_callback[0]) == 0, "stats");
+	T_CHECK(n == 0 || sl_uncharge(g, n) == 0, "uncharge in the callback");
+	T_CHECK(sl_group_stats(g, &in_callback[1]) == 0, "stats");
+	return n;
+}
+
+static void *uncharge_30_and_exit(void *arg)
+{
+	(void)arg;
+	T_CHECK(sl_uncharge(race_g, 30) == 0, "uncharge of 30");
+	T_CHECK(stocked_of(race_g) >= 30, "the 30 kept in this thread's stock");
+	return NULL;
+}
+
+/* usage + stocked: the group's count. */
+static uint64_t count_of(const struct sl_stats *s)
+{
+	return s->usage + s->stocked;
+}
+
+START_TEST(an_uncharge_keeps_its_units_in_its_thread_stock)
+{
+	const struct sl_ops ops = { .reclaim = free_held };
+	sl_tree *t = tree_new(64, SL_UNLIMITED);
+	struct sl_stats a, b;
+	pthread_t th;
+
+	ck_assert_int_eq(sl_group_create(sl_tree_root(t), "g", NULL, &ops, NULL, &race_g), 0);
+	thread_failure_reset();
+	agent_start(&producer);
+	/* The producer's slot: a batch pre-charged, 40 handed out. */
+	ck_assert_int_eq(agent_do(&producer, 1, 40), 0);
+	a = stats_of(race_g);
+	ck_assert_uint_eq(a.usage, 40);
+	/* Ours to free: the units stay charged, in our stock now. */
+	ck_assert_int_eq(sl_uncharge(race_g, 40), 0);
+	b = stats_of(race_g);
+	ck_assert_uint_eq(b.usage, 0);
+	ck_assert_uint_eq(b.stocked, a.stocked + 40);
+	ck_assert_uint_eq(count_of(&b), count_of(&a));
+	/* Our next charge takes them: no counter moves, peak stays. */
+	ck_assert_int_eq(sl_charge(race_g, 40, 0), 0);
+	b = stats_of(race_g);
+	ck_assert_uint_eq(b.usage, 40);
+	ck_assert_uint_eq(b.stocked, a.stocked);
+	ck_assert_uint_eq(b.peak, a.peak);
+	/* Our own ledger goes back into our slot (the fast path). */
+	ck_assert_int_eq(sl_uncharge(race_g, 40), 0);
+	/* Inside a reclaim callback the units leave the counters. */
+	ck_assert_int_eq(agent_do(&producer, 1, 20), 0);
+	held_by_host = 20;
+	ck_assert_uint_eq(sl_reclaim(race_g, 20, 0), 20);
+	ASSERT_NO_THREAD_FAILURE();
+	a = in_callback[0];
+	b = in_callback[1];
+	ck_assert_uint_eq(b.usage, a.usage - 20);
+	ck_assert_uint_eq(b.stocked, a.stocked);
+	ck_assert_uint_eq(count_of(&b), count_of(&a) - 20);
+	/* A thread that keeps units and exits gives them back. */
+	ck_assert_int_eq(agent_do(&producer, 1, 30), 0);
+	a = stats_of(race_g);
+	start_thread(&th, uncharge_30_and_exit, NULL);
+	join_thread(th);
+	ASSERT_NO_THREAD_FAILURE();
+	b = stats_of(race_g);
+	ck_assert_uint_eq(b.usage, a.usage - 30);
+	ck_assert_uint_eq(b.stocked, a.stocked);
+	ck_assert_uint_eq(count_of(&b), count_of(&a) - 30);
+	agent_stop(&producer);
+	sl__stock_drain_mine(sl_tree_root(t));
+	assert_empty(race_g, "g");
+	assert_tree_ok(t);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+/*
  * The stocks' protocol (lib/stock.c) is the membarrier fence wherever the
  * kernel has it, so that these tests and the torture in ordinary builds
  * exercise it, and compare-and-swap under SOFTLIMIT_MEMBARRIER=0 (which
@@ -581,6 +691,7 @@ int main(void)
 	tcase_add_test(tc, every_fold_defeated_still_exact);
 	tcase_add_test(tc, a_charging_owner_answers_a_fold_an_idle_one_is_fenced);
 	tcase_add_test(tc, a_taken_ledger_is_folded_by_its_owner_next_time);
+	tcase_add_test(tc, an_uncharge_keeps_its_units_in_its_thread_stock);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

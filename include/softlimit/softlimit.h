@@ -295,6 +295,12 @@ SL_API int sl_charge(sl_group *g, uint64_t amount, unsigned flags);
  * Units may be uncharged by a thread other than the one that charged them,
  * wherever they sit (another thread's stock included): an uncharge of units
  * the host holds never fails, however threads interleave.
+ * The units returned stay charged as this thread's stock (reported as
+ * stocked, not usage) up to about two batches, when every level has room
+ * for a batch under its max and high, as a charge's refill would put them
+ * there; so a thread that frees what others allocate moves no counter per
+ * call.  Inside a reclaim callback, and above a batch, they leave the
+ * counters at once.
  * Errors: -EINVAL for a NULL @g or an over-uncharge.  Thread-safe.
  * Lock-free when the thread's own stock or @g's own charge covers @amount;
  * otherwise it folds other threads' stocks of @g in under the stock
