@@ -10,7 +10,9 @@
 # its protocol, go to stdout.  Needs a Release build in build/bench
 # (benchmarks/run makes one) or SL_BUILD_DIR.  SL_BASE_DIR=DIR (a Release
 # build of other code, e.g. the commit before a change) runs that build's
-# benchmarks too, in the same alternation, as two more columns.  --pin
+# benchmarks too, in the same alternation, as two more columns
+# (SL_BASE_PROTOCOLS=cas: one, for code from before the fence protocol,
+# where SOFTLIMIT_MEMBARRIER changes nothing).  --pin
 # pins bench_handoff's two threads to two CPUs (its --pin; a base build
 # needs a bench_handoff that knows it).
 set -euo pipefail
@@ -23,7 +25,7 @@ for a in "$@"; do
 	--quick) quick=(--quick) ;;
 	--pin) pin=(--pin) ;;
 	-h | --help)
-		sed -n '3,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '3,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*[!0-9]* | '')
@@ -48,7 +50,9 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for ((r = 1; r <= rounds; r++)); do
 	for i in "${!bins[@]}"; do
-		for p in fence cas; do
+		protos=(fence cas)
+		[ -n "${tags[i]}" ] && read -r -a protos <<<"${SL_BASE_PROTOCOLS:-fence cas}"
+		for p in "${protos[@]}"; do
 			m=1
 			[ $p = cas ] && m=0
 			for b in bench_charge bench_handoff; do
@@ -89,7 +93,8 @@ line("charge+uncharge pair, default batch, depth 4, 1 thread (ns)", lambda p: me
 line("floor: thread-local counter, depth 4, 1 thread (ns)", lambda p: med(p, **fl1))
 line("softlimit / floor, 1 thread", lambda p: ratio(p, sl1, fl1), "<= 1.5")
 line("2 threads on one group / 1 thread", lambda p: ratio(p, sl2, sl1), "<= 1.3")
-line("handoff, softlimit default batch (ns per item)", lambda p: med(p, **ho), "fence no worse than CAS")
+line("handoff, softlimit default batch (ns per item)", lambda p: med(p, **ho), "no worse than before")
+line("round trip, softlimit default batch (ns per item)", lambda p: med(p, **dict(ho, mode="roundtrip")))
 line("handoff, softlimit - ring (ns per item)", lambda p: med(p, **ho) - med(p, **ring))
 line("handoff, softlimit / ring", lambda p: ratio(p, ho, ring))
 def shared(p):
