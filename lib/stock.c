@@ -86,9 +86,13 @@
  * local before it has to ask.  The producer of a handoff is often blocked on
  * a full queue when its consumer asks, so asks alone were answered 6 times in
  * 1565 folds (bench_handoff --pin, two free cores); with the hint from takes,
- * 218 folds in all took place where 1567 did, under either protocol.  The
- * price is that the owner's own uncharges of units it charged before such a
- * refill take the slow path, for a few refills.  Drains (units and
+ * 218 folds in all took place where 1567 did, under either protocol.
+ * EAGER_REFILLS is 64: with 16, a handoff still fenced about 200 times per
+ * 2M items, 3 ns per item behind CAS; with 64, about 45 times, level with
+ * CAS (a pinned two-thread driver: 31-33 ns per item against 33-35, CAS
+ * 30-32).  The price is that the owner's own uncharges of units it charged
+ * before such a refill take the slow path (a compare-and-swap on local and
+ * one on its own slot, sl__stock_keep()) for those refills.  Drains (units and
  * ledgers, at max and on destroy) and the exact over-uncharge check keep the
  * fence: they must empty idle threads' stocks, whose owners would not answer.
  * Rejected: a fence generation that serves every fold requested before it;
@@ -340,7 +344,7 @@ found:
 #define ASK_SLOTS ((UINT64_C(1) << SL__STOCK_SLOTS) - 1)
 #define ASK_WAIT_MIN_NS 1000   /* below a fence's cost anywhere */
 #define ASK_WAIT_MAX_NS 50000  /* a fence that slow: not worth waiting longer */
-#define EAGER_REFILLS 16       /* refills that fold the ledger after an ask or a take */
+#define EAGER_REFILLS 64       /* refills that fold the ledger after an ask or a take */
 
 #define ASK_BACKOFF_MAX 64     /* most folds fenced without asking after failures */
 

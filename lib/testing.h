@@ -33,7 +33,7 @@ extern int sl__stock_protocol;
  * and fences issued by takers. */
 extern _Atomic uint64_t sl__stock_answered_folds, sl__stock_fences;
 /* stock.c: refills that fold a slot's ledger into local after another
- * thread asked for it or took it (16); tests that need ledgers to stay in
+ * thread asked for it or took it (64); tests that need ledgers to stay in
  * their slots set 0. */
 extern unsigned sl__eager_refills;
 /* stock.c, both protocols: ledgers a fold took from other threads' slots. */
