@@ -139,7 +139,7 @@ inline charge_begin(g, amt)
 }
 
 /*
- * stock.c:sl__stock_usage:871-894: the host's usage of top's subtree, the
+ * stock.c:sl__stock_usage:925-948: the host's usage of top's subtree, the
  * count less the units that stocks hold, read under the registry lock with
  * every transit (a refill or a rebind) kept out (transit_begin()).  Each
  * slot is read in its own step: fast paths go on meanwhile.
@@ -152,20 +152,20 @@ inline stock_usage(top, u)
 	u = count[top];
 	lock(reglock);
 #else
-	lock(reglock); /* stock.c:881 */
-	usage_reads = 1; /* stock.c:884 */
+	lock(reglock); /* stock.c:935 */
+	usage_reads = 1; /* stock.c:938 */
 	s = 0;
-	do /* stock.c:885 quiesce_locked() */
+	do /* stock.c:939 quiesce_locked() */
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:546 wait */
+		inflight[s] == 0; /* stock.c:600 wait */
 		s++
 	od;
-	u = count[top]; /* stock.c:886 */
+	u = count[top]; /* stock.c:940 */
 #endif
 	n = 0;
 	s = 0;
-	do /* stock.c:887 scan_locked() */
+	do /* stock.c:941 scan_locked() */
 	:: s == NT -> break
 	:: else ->
 		atomic {
@@ -177,19 +177,19 @@ inline stock_usage(top, u)
 		}
 	od;
 	s = 0;
-	u = u - min2(u, n); /* stock.c:892-893 */
+	u = u - min2(u, n); /* stock.c:946-947 */
 	n = 0;
-	usage_reads = 0; /* stock.c:888 */
-	unlock(reglock) /* stock.c:889 */
+	usage_reads = 0; /* stock.c:942 */
+	unlock(reglock) /* stock.c:943 */
 }
 
-/* stock.c:sl__stock_drain_mine:809-819: take this thread's own slot if it
+/* stock.c:sl__stock_drain_mine:863-873: take this thread's own slot if it
  * is bound in top's subtree (only its owner or a taker under the registry
  * lock, which we hold, writes it: one step). */
 inline drain_mine(top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:815 */
+	lock(reglock); /* stock.c:869 */
 	atomic {
 		if
 		:: sgroup[me] != NONE && is_ancestor(top, sgroup[me]) ->
@@ -203,18 +203,18 @@ inline drain_mine(top, du)
 	if
 	:: tu || tl ->
 		sg = sgroup[me];
-		slot_flush(sg, tu, tl); /* stock.c:816, take_slot:600-606 */
+		slot_flush(sg, tu, tl); /* stock.c:870, take_slot:688-691 */
 		du = tu;
 		sg = 0;
 		tu = 0;
 		tl = 0
 	:: else
 	fi;
-	unlock(reglock) /* stock.c:817 */
+	unlock(reglock) /* stock.c:871 */
 }
 
 /* reclaim.c:sl__own_of:41-44: local plus this thread's ledger
- * (stock.c:sl__stock_my_ledger:910-915) */
+ * (stock.c:sl__stock_my_ledger:964-969) */
 #define own_of(g) (lcl[g] + (sgroup[me] == g -> sledger[me] : 0))
 
 /*
