@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * softlimit's counters, per-thread stocks and uncharge path in Promela,
+ * softlimit's counters, per-thread stocks and uncharge path (with the keep
+ * of what an uncharge gives back, stock.c:sl__stock_keep) in Promela,
  * shared by stock.pml and reclaim.pml.  Each inline follows one C function
  * step by step; a comment names file:function:line for every step.  One
  * Promela statement (or atomic block) is one C atomic access or one step
@@ -127,6 +128,16 @@ byte busy;		/* threads inside a library call */
 byte gen;		/* bumped at every call's start and end */
 byte done;		/* threads finished */
 
+/* A model may count uncharges (reclaim.pml); IN_RECLAIM: the thread is in
+ * a reclaim callback or the OOM handler (reclaim.c:27 sl__tls_in_reclaim). */
+#ifndef UNCHARGE_GHOST_BEGIN
+#define UNCHARGE_GHOST_BEGIN(g, amt)
+#define UNCHARGE_GHOST_END(g, amt)
+#endif
+#ifndef IN_RECLAIM
+#define IN_RECLAIM 0
+#endif
+
 #define hu_sub(g) (g == R -> hu[R] + hu[A] + hu[B] : hu[g])
 #define min2(a, b) (a < b -> a : b)
 
@@ -240,6 +251,30 @@ inline counter_try(g, amt, force, rc, failg)
 	p = 0;
 	q = 0;
 	cur = 0;
+	lim = 0
+}
+
+/*
+ * counter.c:sl__counter_room:196-206: every level on g's path has room for
+ * amt more under its max (high is unlimited here, so min(max, high) is
+ * max).  ok: 1 if so.  Relaxed loads in C: max and count are two steps.
+ */
+inline counter_room(g, amt, ok)
+{
+	p = g;
+	ok = 1;
+	do /* counter.c:198 */
+	:: p == NONE -> break
+	:: else ->
+		lim = maxv[p]; /* counter.c:199 */
+		if /* counter.c:200 the count, :202-203 */
+		:: count[p] > lim || lim - count[p] < (amt) ->
+			ok = 0;
+			break
+		:: else -> p = parent(p) /* counter.c:198 */
+		fi
+	od;
+	p = 0;
 	lim = 0
 }
 
@@ -476,6 +511,69 @@ inline stock_refill(me, g, amt, rc)
 #endif
 	crc = 0;
 	cfail = 0
+}
+
+/*
+ * stock.c:sl__stock_keep:559-590: the units an uncharge of g took back
+ * from the host (units: the uncharge's release) stay counted and go into
+ * this thread's slot for g, bound now if need be; past the slot's cap all
+ * but a batch go back to the counters.  A rebind and that give-back are
+ * transits; keeping the units is not (they move from the uncharge in
+ * progress into the slot in the one CAS).  Inside a reclaim callback or
+ * the OOM handler (IN_RECLAIM, reclaim.pml), for more than a batch, or
+ * without room for a batch on the path, they go back at once.
+ */
+inline stock_keep(me, g, units)
+{
+	/* stock.c:566-567 in C's order: batch is never 0 here, and every
+	 * thread has its stock from the start (sl__stock_get() never fails) */
+	kroom = 0;
+	if
+	:: (units) <= BATCH && !IN_RECLAIM ->
+#ifdef MUTANT_KEEP_NO_ROOM
+		/* the bug: no look at the room on the path */
+		kroom = 1
+#else
+		counter_room(g, BATCH, kroom) /* stock.c:566 */
+#endif
+	:: else
+	fi;
+	if
+	:: !kroom -> counter_cancel(g, units) /* stock.c:568 */
+	:: else ->
+		/* stock.c:571 sl__slot_find(), :574 the word's units */
+#ifdef MUTANT_KEEP_NO_TRANSIT
+		/* the bug: a transit only to bind, none for a give-back */
+		ktr = (sgroup[me] != g);
+#else
+		ktr = (sgroup[me] != g || sunits[me] + (units) > CAP);
+#endif
+		if
+		:: ktr ->
+			transit_begin(me); /* stock.c:576 */
+			stock_bind(me, g) /* stock.c:577 */
+		:: else
+		fi;
+		/* stock.c:579-585 the CAS: the units in; past the cap, all but a
+		 * batch out (back) */
+		atomic {
+			tu = sunits[me] + (units);
+			gb = (tu > CAP -> tu - BATCH : 0);
+			sunits[me] = tu - gb;
+			tu = 0
+		}
+		if
+		:: gb -> counter_cancel(g, gb) /* stock.c:586-587 */
+		:: else
+		fi;
+		if
+		:: ktr -> inflight[me] = 0 /* stock.c:588-589 transit_end() */
+		:: else
+		fi;
+		gb = 0;
+		ktr = 0
+	fi;
+	kroom = 0
 }
 
 #ifdef FENCE
@@ -771,7 +869,7 @@ inline take_local_exact(g, amt, got)
 /* uncharge.c:sl_uncharge:118-148 and sl__uncharge_slow:60-110 */
 inline uncharge(me, g, amt, rc)
 {
-	atomic { hu[g] = hu[g] - (amt) } /* ghost: the host frees the units */
+	atomic { hu[g] = hu[g] - (amt) UNCHARGE_GHOST_BEGIN(g, amt) } /* ghost: the host frees the units */
 	rc = 255;
 	if
 	:: sgroup[me] == g -> /* uncharge.c:123 */
@@ -865,7 +963,7 @@ inline uncharge(me, g, amt, rc)
 			round++
 		od;
 		if
-		:: rel -> counter_cancel(g, rel) /* uncharge.c:107-108 */
+		:: rel -> stock_keep(me, g, rel) /* uncharge.c:107-108 */
 		:: else
 		fi;
 		rc = (left -> EINVAL : OK); /* uncharge.c:109 */
@@ -873,7 +971,7 @@ inline uncharge(me, g, amt, rc)
 		rel = 0;
 		got = 0;
 		round = 0
-	fi
+	fi UNCHARGE_GHOST_END(g, amt)
 }
 
 #ifdef FENCE
@@ -956,6 +1054,6 @@ inline charge_fast(me, g, amt, rc)
 #endif
 #define THREAD_LOCALS \
 	byte p, q, cur, lim, crc, cfail, og, tu, tl, gb, el, s, tag, sg, du, first, last; \
-	bit nonempty, quiet; \
+	bit nonempty, quiet, kroom, ktr; \
 	FENCE_LOCALS \
 	byte mygen, left, rel, taken, keep, got, round, rc, failg
