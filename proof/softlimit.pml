@@ -257,25 +257,22 @@ inline counter_try(g, amt, force, rc, failg)
 /*
  * counter.c:sl__counter_room:196-206: every level on g's path has room for
  * amt more under its max (high is unlimited here, so min(max, high) is
- * max).  ok: 1 if so.  Relaxed loads in C: max and count are two steps.
+ * max).  ok: 1 if so.  C loads max and count (relaxed) one after the
+ * other; one step here, per level: no configuration changes a max while a
+ * keep runs (CFG_SETMAX's uncharge waits for set_max to return).
  */
 inline counter_room(g, amt, ok)
 {
 	p = g;
 	ok = 1;
 	do /* counter.c:198 */
-	:: p == NONE -> break
-	:: else ->
-		lim = maxv[p]; /* counter.c:199 */
-		if /* counter.c:200 the count, :202-203 */
-		:: count[p] > lim || lim - count[p] < (amt) ->
-			ok = 0;
-			break
-		:: else -> p = parent(p) /* counter.c:198 */
-		fi
-	od;
-	p = 0;
-	lim = 0
+	:: atomic { /* counter.c:199-200 max and count, :202-203 */
+		p != NONE && ok ->
+		ok = (count[p] <= maxv[p] && maxv[p] - count[p] >= (amt));
+		p = parent(p)
+	   }
+	:: atomic { p == NONE || !ok -> p = 0; break }
+	od
 }
 
 /* counter.c:sl__counter_set_limits:222-240, limits.c:sl_group_set_limits:28-35
@@ -526,8 +523,8 @@ inline stock_refill(me, g, amt, rc)
 inline stock_keep(me, g, units)
 {
 	/* stock.c:566-567 in C's order: batch is never 0 here, and every
-	 * thread has its stock from the start (sl__stock_get() never fails) */
-	kroom = 0;
+	 * thread has its stock from the start (sl__stock_get() never fails).
+	 * kroom is 0 here: every way out of this inline leaves it 0. */
 	if
 	:: (units) <= BATCH && !IN_RECLAIM ->
 #ifdef MUTANT_KEEP_NO_ROOM
@@ -567,13 +564,20 @@ inline stock_keep(me, g, units)
 		:: else
 		fi;
 		if
-		:: ktr -> inflight[me] = 0 /* stock.c:588-589 transit_end() */
-		:: else
-		fi;
-		gb = 0;
-		ktr = 0
-	fi;
-	kroom = 0
+		:: ktr -> /* stock.c:588-589 transit_end() */
+			atomic {
+				inflight[me] = 0;
+				gb = 0;
+				ktr = 0;
+				kroom = 0
+			}
+		:: else ->
+			atomic {
+				gb = 0;
+				kroom = 0
+			}
+		fi
+	fi
 }
 
 #ifdef FENCE
