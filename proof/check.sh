@@ -32,6 +32,7 @@ cases=(
 	"mutant-false-overuncharge|stock|-DCFG_HANDOFF -DMUTANT_FALSE_OVERUNCHARGE|fail"
 	"mutant-refill-after-drain|stock|-DCFG_HANDOFF -DFOLD_ROUNDS=0 -DMUTANT_REFILL_AFTER_DRAIN|fail"
 	"mutant-set-max|stock|-DCFG_SETMAX -DMUTANT_SET_MAX|fail"
+	"mutant-keep-no-room|stock|-DCFG_SETMAX -DMUTANT_KEEP_NO_ROOM|fail"
 	"fence-handoff|stock|-DFENCE -DCFG_HANDOFF|pass"
 	"fence-handoff-fold0|stock|-DFENCE -DCFG_HANDOFF -DFOLD_ROUNDS=0|pass"
 	"fence-handoff-own|stock|-DFENCE -DCFG_HANDOFF -DOWN_UNIT|pass"
@@ -47,13 +48,16 @@ cases=(
 	"reclaim-destroy|reclaim|-DCFG_DESTROY $full -DWAIT_ROUNDS=4|pass"
 	"reclaim-destroy-reentrant|reclaim|-DCFG_DESTROY -DREENTRANT $full -DWAIT_ROUNDS=4|pass"
 	"claim-refill|reclaim|-DCFG_CLAIM_REFILL $full|pass"
+	"claim-keep|reclaim|-DCFG_CLAIM_REFILL -DCLAIM_KEEP $full|pass"
 	"reclaim-oom|reclaim|-DCFG_OOM $full -DWAIT_ROUNDS=4|pass"
 	"fence-reclaim-pair|reclaim|-DFENCE -DCFG_PAIR $full -DWAIT_ROUNDS=4|pass"
 	"fence-reclaim-destroy|reclaim|-DFENCE -DCFG_DESTROY $full -DWAIT_ROUNDS=4|pass"
 	"fence-reclaim-oom|reclaim|-DFENCE -DCFG_OOM $full -DWAIT_ROUNDS=4|pass"
+	"fence-claim-keep|reclaim|-DFENCE -DCFG_CLAIM_REFILL -DCLAIM_KEEP $full|pass"
 	"mutant-usage-split|reclaim|-DCFG_CLAIM_REFILL -DMUTANT_USAGE_SPLIT $full|fail"
 	"mutant-claim-order|reclaim|-DCFG_PAIR -DMUTANT_CLAIM_ORDER -DMUTANT_NO_CALLBACK_TURNS $full|fail"
 	"mutant-force-no-drain|reclaim|-DCFG_OOM -DMUTANT_FORCE_NO_DRAIN $full -DWAIT_ROUNDS=4|fail"
+	"mutant-keep-no-transit|reclaim|-DCFG_CLAIM_REFILL -DCLAIM_KEEP -DMUTANT_KEEP_NO_TRANSIT $full|fail"
 )
 
 # One case: its row of the table into $dir/row, and "bad" into $dir/bad on
@@ -91,7 +95,7 @@ run_case() {
 # SL_PROOF_JOBS cases at a time (default 1; 2 made the whole run slower
 # here, with other sessions on the 2 cores), the largest first (so that
 # the small ones fill in around them); the table keeps the list's order.
-first="fence-enomem enomem reclaim-pair-reentrant fence-handoff-own mutant-eager-unflagged"
+first="fence-enomem enomem reclaim-pair-reentrant fence-setmax setmax fence-handoff-own mutant-eager-unflagged"
 jobs_max=${SL_PROOF_JOBS:-1}
 t_start=$(date +%s)
 launch=()

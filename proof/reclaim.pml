@@ -30,6 +30,10 @@
  *   (SL_NORECLAIM) through a stock refill, then exits.  It failed on the
  *   code before ecd6ef4 (claim() took usage and the stocks' units at two
  *   different times; MUTANT_USAGE_SPLIT puts that back, proof/README.md).
+ *   With -DCLAIM_KEEP thread 1 charges 3 units instead, then uncharges 2:
+ *   the second uncharge finds its slot at the cap and keeps its unit,
+ *   which gives all but a batch back (stock.c:583-587) while thread 0's
+ *   claims read A's usage (MUTANT_KEEP_NO_TRANSIT: without the transit).
  * -DCFG_OOM: R max 2, A min 2, the host holds 2 units of A, so no reclaim
  *   can make room.
  *     thread 0  charges 1 unit to R with SL_FORCE: every round makes no
@@ -55,6 +59,9 @@
  *    which nothing changes but what this charge does); WAIT_ROUNDS (4096
  *    in atmax.c:15; check.sh: 4) and PROP_ROUNDS (proportional.c:12: 8,
  *    as check.sh runs it), default 1 each;
+ *  - an uncharge inside a callback or the OOM handler keeps nothing in the
+ *    stock (sl__tls_in_reclaim: the thread-local inrec here); other
+ *    uncharges may (softlimit.pml: stock_keep);
  *  - the OOM handler only with -DOOM (CFG_OOM sets it): thread 0's may
  *    free the host's units of A, charge a unit of A, and decline or ask
  *    again (ask_oom_handler() below); without it, none (atmax.c:52-53);
@@ -76,6 +83,12 @@
  *     back what it frees (softlimit.h, sl_charge(): it fails only when
  *     reclaim cannot make progress, and other threads' stocks are drained
  *     before failing);
+ *   - (CFG_CLAIM_REFILL) a usage read (sl__stock_usage) counts no stock's
+ *     units as the host's: it is at most the host's units, those of
+ *     charges in flight and those of uncharges in flight at the read or
+ *     begun since (they are in the count until they cancel or keep them;
+ *     with them, the min property above counts the host's own frees since
+ *     the read, which the claim could not know of);
  *   - a reclaim never touches a destroyed group; destroy of the empty B
  *     succeeds; every claim, pin and callback turn is given back;
  *   - the monitor of stock.pml (a max never passed by an unforced charge);
@@ -86,6 +99,16 @@
 #endif
 #ifdef CFG_OOM
 #define OOM
+#endif
+/* reclaim.c:27 sl__tls_in_reclaim, a thread's own: raised around a reclaim
+ * callback (reclaim.c:184-186) and the OOM handler (atmax.c:54-56); an
+ * uncharge inside keeps nothing in the stock (stock.c:566) */
+#define IN_RECLAIM inrec
+#ifdef CFG_CLAIM_REFILL
+/* the host's uncharges of g, counted when they start and when they return
+ * (hfree, hdone below) */
+#define UNCHARGE_GHOST_BEGIN(g, amt) ; hfree[g] = hfree[g] + (amt)
+#define UNCHARGE_GHOST_END(g, amt) ; hdone[g] = hdone[g] + (amt)
 #endif
 #include "softlimit.pml"
 
@@ -110,6 +133,20 @@ bit tlock;		/* tree.c: t->lock and t->index_lock, taken together */
 bit claimlock;		/* internal.h sl_tree.claim_lock */
 bit has_callback[NG];
 byte pend[NG];		/* ghost: units of charges to g in flight */
+#ifdef CFG_CLAIM_REFILL
+/* ghosts: units of g the host's uncharges freed, counted at their start
+ * (hfree) and at their return (hdone).  A usage read counts the units of
+ * an uncharge in flight (in the count until it cancels or keeps them), so
+ * the units freed by uncharges not done at the read (hfree now less hdone
+ * then, kd0) are what it may count beyond what the host holds now. */
+byte hfree[NG];
+byte hdone[NG];
+#define FREED_SINCE(g) (hfree[g] - kd0)
+#define FREED_DONE(g) hdone[g]
+#else
+#define FREED_SINCE(g) 0
+#define FREED_DONE(g) 0
+#endif
 
 /* This thread's A callback charges back what it frees (REENTRANT): its
  * reclaims make no progress (reclaim.c:177, :187, :190-193 measure own
@@ -139,7 +176,7 @@ inline charge_begin(g, amt)
 }
 
 /*
- * stock.c:sl__stock_usage:871-894: the host's usage of top's subtree, the
+ * stock.c:sl__stock_usage:925-948: the host's usage of top's subtree, the
  * count less the units that stocks hold, read under the registry lock with
  * every transit (a refill or a rebind) kept out (transit_begin()).  Each
  * slot is read in its own step: fast paths go on meanwhile.
@@ -149,23 +186,29 @@ inline stock_usage(top, u)
 #ifdef MUTANT_USAGE_SPLIT
 	/* the bug before this fix: the count outside the registry lock, and
 	 * no transit kept out */
-	u = count[top];
+	atomic {
+		u = count[top];
+		kd0 = FREED_DONE(top)
+	}
 	lock(reglock);
 #else
-	lock(reglock); /* stock.c:881 */
-	usage_reads = 1; /* stock.c:884 */
+	lock(reglock); /* stock.c:935 */
+	usage_reads = 1; /* stock.c:938 */
 	s = 0;
-	do /* stock.c:885 quiesce_locked() */
+	do /* stock.c:939 quiesce_locked() */
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:546 wait */
+		inflight[s] == 0; /* stock.c:600 wait */
 		s++
 	od;
-	u = count[top]; /* stock.c:886 */
+	atomic {
+		u = count[top]; /* stock.c:940 */
+		kd0 = FREED_DONE(top)
+	}
 #endif
 	n = 0;
 	s = 0;
-	do /* stock.c:887 scan_locked() */
+	do /* stock.c:941 scan_locked() */
 	:: s == NT -> break
 	:: else ->
 		atomic {
@@ -177,19 +220,25 @@ inline stock_usage(top, u)
 		}
 	od;
 	s = 0;
-	u = u - min2(u, n); /* stock.c:892-893 */
+	u = u - min2(u, n); /* stock.c:946-947 */
+#ifdef CFG_CLAIM_REFILL
+	/* a usage read counts no stock's units as the host's: no more than
+	 * the host holds, charges in flight and the units of uncharges that
+	 * were in flight at the read or began since */
+	assert(u <= hu[top] + pend[top] + FREED_SINCE(top));
+#endif
 	n = 0;
-	usage_reads = 0; /* stock.c:888 */
-	unlock(reglock) /* stock.c:889 */
+	usage_reads = 0; /* stock.c:942 */
+	unlock(reglock) /* stock.c:943 */
 }
 
-/* stock.c:sl__stock_drain_mine:809-819: take this thread's own slot if it
+/* stock.c:sl__stock_drain_mine:863-873: take this thread's own slot if it
  * is bound in top's subtree (only its owner or a taker under the registry
  * lock, which we hold, writes it: one step). */
 inline drain_mine(top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:815 */
+	lock(reglock); /* stock.c:869 */
 	atomic {
 		if
 		:: sgroup[me] != NONE && is_ancestor(top, sgroup[me]) ->
@@ -203,18 +252,18 @@ inline drain_mine(top, du)
 	if
 	:: tu || tl ->
 		sg = sgroup[me];
-		slot_flush(sg, tu, tl); /* stock.c:816, take_slot:600-606 */
+		slot_flush(sg, tu, tl); /* stock.c:870, take_slot:688-691 */
 		du = tu;
 		sg = 0;
 		tu = 0;
 		tl = 0
 	:: else
 	fi;
-	unlock(reglock) /* stock.c:817 */
+	unlock(reglock) /* stock.c:871 */
 }
 
 /* reclaim.c:sl__own_of:41-44: local plus this thread's ledger
- * (stock.c:sl__stock_my_ledger:910-915) */
+ * (stock.c:sl__stock_my_ledger:964-969) */
 #define own_of(g) (lcl[g] + (sgroup[me] == g -> sledger[me] : 0))
 
 /*
@@ -338,11 +387,13 @@ inline reclaim_group(g)
 		fi;
 		if
 		:: want ->
+			inrec = 1; /* reclaim.c:184 */
 			/* reclaim.c:185 the host's callback: it frees what it
 			 * holds of g, up to want, through sl_uncharge() */
 			ret = min2(want, hu[g]);
-			/* min is never reclaimed */
-			assert(hu[g] + pend[g] - ret >= minv[g]);
+			/* min is never reclaimed (the host's own uncharges since
+			 * the claim's usage read aside: FREED_SINCE) */
+			assert(hu[g] + pend[g] + FREED_SINCE(g) - ret >= minv[g]);
 			if
 			:: ret ->
 				uncharge(me, g, ret, rc2);
@@ -355,6 +406,7 @@ inline reclaim_group(g)
 			:: else
 			fi;
 #endif
+			inrec = 0; /* reclaim.c:186 */
 			after = own_of(g); /* reclaim.c:187 */
 			q = g; /* reclaim.c:188 unclaim():130-137 */
 			do
@@ -569,6 +621,7 @@ inline ask_oom_handler(again)
 #ifdef OOM
 	if
 	:: me == 0 ->
+		inrec = 1; /* atmax.c:54 */
 		if
 		:: hu[A] ->
 			ret = hu[A];
@@ -585,7 +638,8 @@ inline ask_oom_handler(again)
 		if
 		:: again = 0
 		:: again = 1
-		fi
+		fi;
+		inrec = 0 /* atmax.c:56 */
 	:: else
 	fi
 #endif
@@ -799,7 +853,8 @@ proctype thread(byte me)
 	byte dr, idle, waits, seen, rf, cnt, mx, top, target, must, freed, before, after, want, ret, rc2, n, usage, nrc, nfail;
 	byte ask, ua, pamt, pgot, prd, pfreed;
 	byte cg, cfl, ph;
-	bit retry, mayr, viastock, cand_a, cand_b, snapb, oomasked, again;
+	bit retry, mayr, viastock, cand_a, cand_b, snapb, oomasked, again, inrec;
+	byte kd0, k;
 
 	/* what this thread charges (one charge() below for every role: the
 	 * inlines are large) */
@@ -827,7 +882,32 @@ proctype thread(byte me)
 		op_begin();
 		reclaim(R, 3, 3, 1);
 		op_end()
-	:: else -> charge(cg, 1, cfl, rc)
+	:: else ->
+#ifdef CLAIM_KEEP
+		/* three charges (two refills: the slot's units and ledger hold
+		 * 4), then two uncharges: the first fills the slot to its cap
+		 * (fast path), the second finds it full and keeps its unit:
+		 * past the cap, all but a batch go back */
+		do
+		:: k == 3 -> break
+		:: else ->
+			charge(cg, 1, cfl, rc);
+			k++
+		od;
+		k = 0;
+		do
+		:: k == 2 -> break
+		:: else ->
+			op_begin();
+			uncharge(me, A, 1, rc);
+			assert(rc == OK);
+			op_end();
+			k++
+		od;
+		k = 0
+#else
+		charge(cg, 1, cfl, rc)
+#endif
 	fi;
 #else
 	charge(cg, 1, cfl, rc);

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * softlimit's counters, per-thread stocks and uncharge path in Promela,
+ * softlimit's counters, per-thread stocks and uncharge path (with the keep
+ * of what an uncharge gives back, stock.c:sl__stock_keep) in Promela,
  * shared by stock.pml and reclaim.pml.  Each inline follows one C function
  * step by step; a comment names file:function:line for every step.  One
  * Promela statement (or atomic block) is one C atomic access or one step
  * under a lock: SPIN interleaves the threads at every such step.
  *
- * Two stock protocols (lib/stock.c:28-94 says why both):
+ * Two stock protocols (lib/stock.c:31-97 says why both):
  *  - CAS (the default here; lib/ uses it where membarrier is missing and in
  *    TSan builds): the owner's fast path is a compare-and-swap on its slot
  *    word, one atomic step;
@@ -33,10 +34,10 @@
  *    failed ones change nothing), and spinning waits (quiesce, the
  *    takers' wait, destroy's pins) are blocking guards, so a wait that
  *    never ends is a deadlock;
- *  - the folder's bounded wait for answers (stock.c:745-761, at most about
+ *  - the folder's bounded wait for answers (stock.c:799-815, at most about
  *    a fence's time) is a choice: the folder may give up at any moment,
- *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:721-
- *    730, 774-779) are the same choice at the start (any fold may fence
+ *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:775-
+ *    784, 828-833) are the same choice at the start (any fold may fence
  *    without asking);
  *  - one slot per thread (SL__STOCK_SLOTS is 8; eviction is the same
  *    rebind as a first bind), so an ask's slot bits are always slot 0's;
@@ -66,7 +67,7 @@
 #ifndef BATCH
 #define BATCH 1
 #endif
-#define CAP (2 * BATCH)	/* stock.c:stock_bind:323 cap = 2 * batch */
+#define CAP (2 * BATCH)	/* stock.c:stock_bind:326 cap = 2 * batch */
 #ifndef FOLD_ROUNDS
 #define FOLD_ROUNDS 1	/* uncharge.c:13 SL__FOLD_ROUNDS is 2; any number is the same protocol */
 #endif
@@ -74,7 +75,7 @@
 #define parent(g) (g == R -> NONE : R)
 /* group.c:sl__is_ancestor(): anc is g or above it */
 #define is_ancestor(anc, g) (anc == g || anc == R)
-/* stock.c:match_group:594-597 (mt 0), match_subtree:599-602 (mt 1) */
+/* stock.c:match_group:648-651 (mt 0), match_subtree:653-656 (mt 1) */
 #define matches(mt, top, sg) (sg != NONE && ((mt == 0 && sg == top) || (mt == 1 && is_ancestor(top, sg))))
 
 /* ---- the groups (internal.h struct sl_group) ---- */
@@ -92,28 +93,28 @@ byte sunits[NT];
 byte sledger[NT];
 byte stag[NT];
 bit inflight[NT];
-bit reglock;		/* stock.c:199 registry_lock */
-bit usage_reads;	/* stock.c:430 usage_reads: a usage read at work */
+bit reglock;		/* stock.c:202 registry_lock */
+bit usage_reads;	/* stock.c:433 usage_reads: a usage read at work */
 
 #ifdef FENCE
-/* ---- the fence protocol (stock.c:28-94, 328-424, 641-805;
+/* ---- the fence protocol (stock.c:31-97, 331-427, 695-859;
  * internal.h:283-325) ---- */
 #define TAKERS_TAKE 1	/* internal.h:301 SL__TAKERS_TAKE */
 #define TAKERS_ASK 2	/* internal.h:302 SL__TAKERS_ASK */
-byte takers;		/* stock.c:141 sl__stock_takers */
+byte takers;		/* stock.c:144 sl__stock_takers */
 /* internal.h struct sl__stock: ask (the slot bits are slot 0's, so ask
  * holds the number alone, 0 = none), answered, asked (the folder's,
  * under the registry lock) */
 byte sask[NT];
 byte answered[NT];
 byte asked[NT];
-byte ask_seq;		/* stock.c:346 */
+byte ask_seq;		/* stock.c:349 */
 #endif
 /* Both protocols: internal.h struct sl__stock wanted (a fold took the
- * slot's ledger: take_slot, stock.c:630-633) and eager (refills left that
- * fold the ledger into local: stock.c:468-477, and answer() under FENCE) */
+ * slot's ledger: take_slot, stock.c:684-687) and eager (refills left that
+ * fold the ledger into local: stock.c:471-480, and answer() under FENCE) */
 #ifndef EAGER_REFILLS
-#define EAGER_REFILLS 2	/* stock.c:338 EAGER_REFILLS is 16; the model's threads refill twice at most */
+#define EAGER_REFILLS 2	/* stock.c:341 EAGER_REFILLS is 16; the model's threads refill twice at most */
 #endif
 bit wanted[NT];
 byte eager[NT];
@@ -126,6 +127,16 @@ byte forced[NG];	/* units charged past max by SL_FORCE */
 byte busy;		/* threads inside a library call */
 byte gen;		/* bumped at every call's start and end */
 byte done;		/* threads finished */
+
+/* A model may count uncharges (reclaim.pml); IN_RECLAIM: the thread is in
+ * a reclaim callback or the OOM handler (reclaim.c:27 sl__tls_in_reclaim). */
+#ifndef UNCHARGE_GHOST_BEGIN
+#define UNCHARGE_GHOST_BEGIN(g, amt)
+#define UNCHARGE_GHOST_END(g, amt)
+#endif
+#ifndef IN_RECLAIM
+#define IN_RECLAIM 0
+#endif
 
 #define hu_sub(g) (g == R -> hu[R] + hu[A] + hu[B] : hu[g])
 #define min2(a, b) (a < b -> a : b)
@@ -243,15 +254,36 @@ inline counter_try(g, amt, force, rc, failg)
 	lim = 0
 }
 
-/* counter.c:sl__counter_set_limits:204-222, limits.c:sl_group_set_limits:28-35
+/*
+ * counter.c:sl__counter_room:196-206: every level on g's path has room for
+ * amt more under its max (high is unlimited here, so min(max, high) is
+ * max).  ok: 1 if so.  C loads max and count (relaxed) one after the
+ * other; one step here, per level: no configuration changes a max while a
+ * keep runs (CFG_SETMAX's uncharge waits for set_max to return).
+ */
+inline counter_room(g, amt, ok)
+{
+	p = g;
+	ok = 1;
+	do /* counter.c:198 */
+	:: atomic { /* counter.c:199-200 max and count, :202-203 */
+		p != NONE && ok ->
+		ok = (count[p] <= maxv[p] && maxv[p] - count[p] >= (amt));
+		p = parent(p)
+	   }
+	:: atomic { p == NONE || !ok -> p = 0; break }
+	od
+}
+
+/* counter.c:sl__counter_set_limits:222-240, limits.c:sl_group_set_limits:28-35
  * and shrink_to_max:10-26 for a group whose subtree has no callback (so
  * sl__reclaim() frees nothing): the new max, then drain and look. */
 inline set_max(g, newmax, rc)
 {
 	stable[g] = 0; /* ghost: the old max is going */
-	/* counter.c:211 exchange max, seq_cst */
+	/* counter.c:229 exchange max, seq_cst */
 	maxv[g] = newmax;
-	/* counter.c:212 read count again, seq_cst */
+	/* counter.c:230 read count again, seq_cst */
 	cur = count[g];
 	if
 	:: cur <= maxv[g] -> rc = OK /* limits.c:15-16 */
@@ -269,28 +301,28 @@ inline set_max(g, newmax, rc)
 	du = 0
 }
 
-/* stock.c:slot_flush:213-219 */
+/* stock.c:slot_flush:216-222 */
 inline slot_flush(g, u, l)
 {
 	if
-	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:215-216 */
+	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:218-219 */
 	:: else
 	fi;
 	if
-	:: u -> counter_cancel(g, u) /* stock.c:217-218 */
+	:: u -> counter_cancel(g, u) /* stock.c:220-221 */
 	:: else
 	fi
 }
 
-/* stock.c:stock_bind:287-326 with one slot: bind it to g, flushing what
+/* stock.c:stock_bind:290-329 with one slot: bind it to g, flushing what
  * it held for its old group.  The caller is in a transit (inflight up). */
 inline stock_bind(me, g)
 {
 	if
-	:: sgroup[me] == g -> skip /* stock.c:289, :295-296 found */
+	:: sgroup[me] == g -> skip /* stock.c:292, :298-299 found */
 	:: else ->
-		og = sgroup[me]; /* stock.c:307 */
-		/* stock.c:312-315 exchange: contents out, tag bumped */
+		og = sgroup[me]; /* stock.c:310 */
+		/* stock.c:315-318 exchange: contents out, tag bumped */
 		atomic {
 			tu = sunits[me];
 			tl = sledger[me];
@@ -299,83 +331,83 @@ inline stock_bind(me, g)
 			stag[me] = stag[me] + 1
 		}
 		if
-		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:316-317 */
+		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:319-320 */
 		:: else
 		fi;
-		sgroup[me] = g; /* stock.c:320 */
-		eager[me] = 0; /* stock.c:321 */
+		sgroup[me] = g; /* stock.c:323 */
+		eager[me] = 0; /* stock.c:324 */
 		og = 0;
 		tu = 0;
 		tl = 0
 	fi
 }
 
-/* stock.c:transit_begin:446-456: raise the flag, then look for a usage
+/* stock.c:transit_begin:449-459: raise the flag, then look for a usage
  * read; if one is at work, lower the flag and wait on the registry lock
  * (which the reader holds) before trying again. */
 inline transit_begin(me)
 {
 	do
-	:: inflight[me] = 1; /* stock.c:449 */
+	:: inflight[me] = 1; /* stock.c:452 */
 		if
-		:: usage_reads == 0 -> break /* stock.c:450-451 */
+		:: usage_reads == 0 -> break /* stock.c:453-454 */
 		:: else ->
-			inflight[me] = 0; /* stock.c:452 */
-			lock(reglock); /* stock.c:453 */
-			unlock(reglock) /* stock.c:454 */
+			inflight[me] = 0; /* stock.c:455 */
+			lock(reglock); /* stock.c:456 */
+			unlock(reglock) /* stock.c:457 */
 		fi
 	od
 }
 
 #ifdef FENCE
-/* stock.c:answer:362-396: the owner folds the ledger its ask names into
+/* stock.c:answer:365-399: the owner folds the ledger its ask names into
  * local itself and says so. */
 inline answer(me)
 {
 #ifndef MUTANT_ANSWER_NO_INFLIGHT
-	inflight[me] = 1; /* stock.c:370 */
+	inflight[me] = 1; /* stock.c:373 */
 #endif
-	atomic { /* stock.c:372 exchange the ask for 0 */
+	atomic { /* stock.c:375 exchange the ask for 0 */
 		a = sask[me];
 		sask[me] = 0
 	}
 	if
-	:: a -> /* stock.c:373-378 slot 0's bit */
-		eager[me] = EAGER_REFILLS; /* stock.c:381 */
-		atomic { /* stock.c:383-385 CAS the ledger out */
+	:: a -> /* stock.c:376-381 slot 0's bit */
+		eager[me] = EAGER_REFILLS; /* stock.c:384 */
+		atomic { /* stock.c:386-388 CAS the ledger out */
 			tl = sledger[me];
 			sledger[me] = 0
 		}
 		if
-		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock.c:388-389 */
+		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock.c:391-392 */
 		:: else
 		fi;
 		tl = 0
 	:: else
 	fi;
-	answered[me] = a; /* stock.c:393 (0 if the ask was withdrawn) */
+	answered[me] = a; /* stock.c:396 (0 if the ask was withdrawn) */
 #ifndef MUTANT_ANSWER_NO_INFLIGHT
-	inflight[me] = 0; /* stock.c:395 */
+	inflight[me] = 0; /* stock.c:398 */
 #endif
 	a = 0
 }
 
-/* stock.c:charge_flagged:406-424: the takers' flag is up; answer our ask
+/* stock.c:charge_flagged:409-427: the takers' flag is up; answer our ask
  * if there is one, then hand amt out of the slot by CAS.  fl: done. */
 inline charge_flagged(me, g, amt, fl)
 {
 	fl = 0;
 	if
-	:: takers & TAKERS_ASK -> /* stock.c:413 */
+	:: takers & TAKERS_ASK -> /* stock.c:416 */
 		if
-		:: sask[me] -> answer(me) /* stock.c:413-414 */
+		:: sask[me] -> answer(me) /* stock.c:416-417 */
 		:: else
 		fi
 	:: else
 	fi;
 	if
-	:: sgroup[me] == g -> /* stock.c:415-417 */
-		atomic { /* stock.c:418-422 the CAS */
+	:: sgroup[me] == g -> /* stock.c:418-420 */
+		atomic { /* stock.c:421-425 the CAS */
 			if
 			:: sunits[me] >= (amt) ->
 				sunits[me] = sunits[me] - (amt);
@@ -389,12 +421,12 @@ inline charge_flagged(me, g, amt, fl)
 }
 #endif
 
-/* stock.c:sl__stock_refill:485-536.  rc: 0 refilled and amt handed out,
+/* stock.c:sl__stock_refill:488-539.  rc: 0 refilled and amt handed out,
  * 1 the caller must charge exactly. */
 inline stock_refill(me, g, amt, rc)
 {
 #ifdef FENCE
-	/* stock.c:491-493 */
+	/* stock.c:494-496 */
 	if
 	:: takers != 0 -> charge_flagged(me, g, amt, fl)
 	:: else -> fl = 0
@@ -403,7 +435,7 @@ inline stock_refill(me, g, amt, rc)
 	:: fl -> rc = 0
 	:: else ->
 #endif
-	/* stock.c:494-495 note_wanted(): a fold took our ledger */
+	/* stock.c:497-498 note_wanted(): a fold took our ledger */
 	if
 	:: wanted[me] ->
 		atomic {
@@ -412,12 +444,12 @@ inline stock_refill(me, g, amt, rc)
 		}
 	:: else
 	fi;
-	transit_begin(me); /* stock.c:499 */
-	stock_bind(me, g); /* stock.c:500 */
-	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:501 */
+	transit_begin(me); /* stock.c:502 */
+	stock_bind(me, g); /* stock.c:503 */
+	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:504 */
 	if
 	:: crc != OK ->
-		inflight[me] = 0; /* stock.c:502 transit_end() */
+		inflight[me] = 0; /* stock.c:505 transit_end() */
 		rc = 1
 	:: else ->
 #ifdef MUTANT_REFILL_AFTER_DRAIN
@@ -426,15 +458,15 @@ inline stock_refill(me, g, amt, rc)
 		:: false -> skip
 #else
 		if
-		:: checks[g] != 0 -> /* stock.c:510 */
-			counter_cancel(g, (amt) + BATCH); /* stock.c:511 */
-			inflight[me] = 0; /* stock.c:512 */
+		:: checks[g] != 0 -> /* stock.c:513 */
+			counter_cancel(g, (amt) + BATCH); /* stock.c:514 */
+			inflight[me] = 0; /* stock.c:515 */
 			rc = 1
 #endif
 		:: else ->
-			/* stock.c:515-527 the CAS: batch in (up to cap), amt to
+			/* stock.c:518-530 the CAS: batch in (up to cap), amt to
 			 * the ledger; under FENCE, after an answer (eager), the
-			 * whole ledger out to local (:496) */
+			 * whole ledger out to local (:499) */
 			atomic {
 				tu = sunits[me] + BATCH;
 				gb = (tu > CAP -> tu - CAP : 0);
@@ -445,19 +477,19 @@ inline stock_refill(me, g, amt, rc)
 			}
 #ifndef MUTANT_EAGER_UNFLAGGED
 			if
-			:: el -> lcl[g] = lcl[g] + el /* stock.c:528-529 */
+			:: el -> lcl[g] = lcl[g] + el /* stock.c:531-532 */
 			:: else
 			fi;
 #endif
 			if
-			:: eager[me] -> eager[me]-- /* stock.c:530-531 */
+			:: eager[me] -> eager[me]-- /* stock.c:533-534 */
 			:: else
 			fi;
 			if
-			:: gb -> counter_cancel(g, gb) /* stock.c:532-533 */
+			:: gb -> counter_cancel(g, gb) /* stock.c:535-536 */
 			:: else
 			fi;
-			inflight[me] = 0; /* stock.c:534 */
+			inflight[me] = 0; /* stock.c:537 */
 #ifdef MUTANT_EAGER_UNFLAGGED
 			/* the bug: the ledger reaches local after the flag fell */
 			if
@@ -478,8 +510,78 @@ inline stock_refill(me, g, amt, rc)
 	cfail = 0
 }
 
+/*
+ * stock.c:sl__stock_keep:559-590: the units an uncharge of g took back
+ * from the host (units: the uncharge's release) stay counted and go into
+ * this thread's slot for g, bound now if need be; past the slot's cap all
+ * but a batch go back to the counters.  A rebind and that give-back are
+ * transits; keeping the units is not (they move from the uncharge in
+ * progress into the slot in the one CAS).  Inside a reclaim callback or
+ * the OOM handler (IN_RECLAIM, reclaim.pml), for more than a batch, or
+ * without room for a batch on the path, they go back at once.
+ */
+inline stock_keep(me, g, units)
+{
+	/* stock.c:566-567 in C's order: batch is never 0 here, and every
+	 * thread has its stock from the start (sl__stock_get() never fails).
+	 * kroom is 0 here: every way out of this inline leaves it 0. */
+	if
+	:: (units) <= BATCH && !IN_RECLAIM ->
+#ifdef MUTANT_KEEP_NO_ROOM
+		/* the bug: no look at the room on the path */
+		kroom = 1
+#else
+		counter_room(g, BATCH, kroom) /* stock.c:566 */
+#endif
+	:: else
+	fi;
+	if
+	:: !kroom -> counter_cancel(g, units) /* stock.c:568 */
+	:: else ->
+		/* stock.c:571 sl__slot_find(), :574 the word's units */
+#ifdef MUTANT_KEEP_NO_TRANSIT
+		/* the bug: a transit only to bind, none for a give-back */
+		ktr = (sgroup[me] != g);
+#else
+		ktr = (sgroup[me] != g || sunits[me] + (units) > CAP);
+#endif
+		if
+		:: ktr ->
+			transit_begin(me); /* stock.c:576 */
+			stock_bind(me, g) /* stock.c:577 */
+		:: else
+		fi;
+		/* stock.c:579-585 the CAS: the units in; past the cap, all but a
+		 * batch out (back) */
+		atomic {
+			tu = sunits[me] + (units);
+			gb = (tu > CAP -> tu - BATCH : 0);
+			sunits[me] = tu - gb;
+			tu = 0
+		}
+		if
+		:: gb -> counter_cancel(g, gb) /* stock.c:586-587 */
+		:: else
+		fi;
+		if
+		:: ktr -> /* stock.c:588-589 transit_end() */
+			atomic {
+				inflight[me] = 0;
+				gb = 0;
+				ktr = 0;
+				kroom = 0
+			}
+		:: else ->
+			atomic {
+				gb = 0;
+				kroom = 0
+			}
+		fi
+	fi
+}
+
 #ifdef FENCE
-/* stock.c:others_hold:659-668 through scan_stock:541-560 and note_held:
+/* stock.c:others_hold:713-722 through scan_stock:619-638 and note_held:
  * does another thread's slot match and hold what the take would take? */
 inline others_hold(ledger_only, mt, top)
 {
@@ -489,13 +591,13 @@ inline others_hold(ledger_only, mt, top)
 	:: s == NT || held -> break
 	:: else ->
 		if
-		:: s != me -> /* stock.c:665 */
-			/* stock.c:574-577 load the word, test the mask */
+		:: s != me -> /* stock.c:719 */
+			/* stock.c:628-631 load the word, test the mask */
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0));
 			if
 			:: nonempty ->
-				sg = sgroup[s]; /* stock.c:580 */
-				held = matches(mt, top, sg); /* stock.c:581, :656 */
+				sg = sgroup[s]; /* stock.c:634 */
+				held = matches(mt, top, sg); /* stock.c:635, :710 */
 				sg = 0
 			:: else
 			fi;
@@ -507,30 +609,30 @@ inline others_hold(ledger_only, mt, top)
 	s = 0
 }
 
-/* stock.c:fold_by_owners:715-776 (mt is match_group): ask the owners of
+/* stock.c:fold_by_owners:769-830 (mt is match_group): ask the owners of
  * other slots of top that hold a ledger to fold it, wait for the answers
  * or give up.  own: every ledger asked for is in local. */
 inline fold_by_owners(top)
 {
 	if
-	:: own = 0 /* stock.c:721-724 ask_skip: fence without asking */
+	:: own = 0 /* stock.c:775-778 ask_skip: fence without asking */
 	:: pending = 0;
 		s = 0;
-		do /* stock.c:725-737 */
+		do /* stock.c:779-791 */
 		:: s == NT -> break
 		:: else ->
 			if
-			:: s != me -> /* stock.c:729-730 */
-				nonempty = (sledger[s] != 0); /* stock.c:731: scan_stock, :550-553 */
+			:: s != me -> /* stock.c:783-784 */
+				nonempty = (sledger[s] != 0); /* stock.c:785: scan_stock, :628-631 */
 				if
 				:: nonempty ->
-					sg = sgroup[s]; /* stock.c:580 */
+					sg = sgroup[s]; /* stock.c:634 */
 					if
 					:: matches(0, top, sg) ->
 						ask_seq++;
-						asked[s] = ask_seq; /* stock.c:734 */
-						sask[s] = ask_seq; /* stock.c:735 */
-						pending++ /* stock.c:736 */
+						asked[s] = ask_seq; /* stock.c:788 */
+						sask[s] = ask_seq; /* stock.c:789 */
+						pending++ /* stock.c:790 */
 					:: else
 					fi;
 					sg = 0
@@ -542,11 +644,11 @@ inline fold_by_owners(top)
 			s++
 		od;
 		if
-		:: pending == 0 -> own = 1 /* stock.c:738-739 */
+		:: pending == 0 -> own = 1 /* stock.c:792-793 */
 		:: else ->
-			takers = takers | TAKERS_ASK; /* stock.c:742 */
-			do /* stock.c:745-761 the wait */
-			:: /* stock.c:746-753 one look at every answered: in one
+			takers = takers | TAKERS_ASK; /* stock.c:796 */
+			do /* stock.c:799-815 the wait */
+			:: /* stock.c:800-807 one look at every answered: in one
 			    * step (each is a load in C, but answered only moves
 			    * to the number asked while we wait, so a later load
 			    * sees no less) */
@@ -566,14 +668,14 @@ inline fold_by_owners(top)
 					s = 0
 				}
 				if
-				:: pending == 0 -> break /* stock.c:754 every answer in */
-				:: pending != 0 -> break /* stock.c:754 the wait ran out */
-				:: pending != 0 -> skip /* stock.c:760 wait on */
+				:: pending == 0 -> break /* stock.c:808 every answer in */
+				:: pending != 0 -> break /* stock.c:808 the wait ran out */
+				:: pending != 0 -> skip /* stock.c:814 wait on */
 				fi
 			od;
-			takers = takers & ~TAKERS_ASK; /* stock.c:762 */
+			takers = takers & ~TAKERS_ASK; /* stock.c:816 */
 			s = 0;
-			do /* stock.c:763-767 withdraw the asks left */
+			do /* stock.c:817-821 withdraw the asks left */
 			:: s == NT -> break
 			:: else ->
 				if
@@ -585,19 +687,19 @@ inline fold_by_owners(top)
 				s++
 			od;
 			s = 0;
-			own = (pending == 0) /* stock.c:768-775 */
+			own = (pending == 0) /* stock.c:822-829 */
 		fi;
 		pending = 0
 	fi
 }
 
-/* stock.c:takers_begin:671-687 */
+/* stock.c:takers_begin:725-741 */
 inline takers_begin()
 {
-	takers = takers | TAKERS_TAKE; /* stock.c:679 */
-	skip; /* stock.c:680 membarrier(): nothing to do under SC (see the header) */
+	takers = takers | TAKERS_TAKE; /* stock.c:733 */
+	skip; /* stock.c:734 membarrier(): nothing to do under SC (see the header) */
 	s = 0;
-	do /* stock.c:682-686 wait for every owner's flag to fall */
+	do /* stock.c:736-740 wait for every owner's flag to fall */
 	:: s == NT -> break
 	:: else ->
 		inflight[s] == 0;
@@ -606,13 +708,13 @@ inline takers_begin()
 	s = 0
 }
 
-/* stock.c:takers_end:689-695 */
-#define takers_end() takers = takers & ~TAKERS_TAKE /* stock.c:694 */
+/* stock.c:takers_end:743-749 */
+#define takers_end() takers = takers & ~TAKERS_TAKE /* stock.c:748 */
 #endif
 
 /*
- * stock.c:take:778-798 through scan_locked:562-568, scan_stock:541-560 and
- * take_slot:593-608: take (mask: units and ledger, or the ledger only) the
+ * stock.c:take:832-852 through scan_locked:640-646, scan_stock:619-638 and
+ * take_slot:671-692: take (mask: units and ledger, or the ledger only) the
  * slots of every thread bound to a group that match accepts, and flush
  * it.  du: units given back.  mt: 0 group, 1 subtree.  Under FENCE only
  * this thread's own slot when no other holds anything (or its owner
@@ -621,18 +723,18 @@ inline takers_begin()
 inline take(ledger_only, mt, top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:782 */
+	lock(reglock); /* stock.c:836 */
 	first = 0;
 	last = NT;
 #ifdef FENCE
-	others_hold(ledger_only, mt, top); /* stock.c:783-784 */
+	others_hold(ledger_only, mt, top); /* stock.c:837-838 */
 	if
 	:: !held -> own = 1
 	:: held && ledger_only -> fold_by_owners(top)
 	:: else -> own = 0
 	fi;
 	if
-	:: own -> /* stock.c:789-790 our own stock only */
+	:: own -> /* stock.c:843-844 our own stock only */
 #ifdef MUTANT_TAKE_OTHERS_UNFENCED
 		/* the bug: after the look, every stock, without the fence */
 		skip
@@ -640,30 +742,30 @@ inline take(ledger_only, mt, top, du)
 		first = me;
 		last = me + 1
 #endif
-	:: else -> takers_begin() /* stock.c:792 */
+	:: else -> takers_begin() /* stock.c:846 */
 	fi;
 #endif
 	s = first;
 	do
 	:: s == last -> break
 	:: else ->
-		/* stock.c:574 load the word, :553 the mask */
+		/* stock.c:628 load the word, :631 the mask */
 		atomic {
 			tag = stag[s];
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0))
 		}
 		if
 		:: nonempty ->
-			sg = sgroup[s]; /* stock.c:580 */
+			sg = sgroup[s]; /* stock.c:634 */
 			if
-			:: matches(mt, top, sg) -> /* stock.c:581 */
-				/* stock.c:624-626 the CAS, which compares the tag too */
+			:: matches(mt, top, sg) -> /* stock.c:635 */
+				/* stock.c:678-680 the CAS, which compares the tag too */
 				atomic {
 					if
 					:: stag[s] == tag ->
 						tl = sledger[s];
 						sledger[s] = 0;
-						/* stock.c:630-631 the hint */
+						/* stock.c:684-685 the hint */
 						wanted[s] = (ledger_only && tl && s != me -> 1 : wanted[s]);
 						if
 						:: !ledger_only ->
@@ -674,8 +776,8 @@ inline take(ledger_only, mt, top, du)
 					:: else
 					fi
 				}
-				slot_flush(sg, tu, tl); /* stock.c:635 */
-				du = du + tu; /* stock.c:636 */
+				slot_flush(sg, tu, tl); /* stock.c:689 */
+				du = du + tu; /* stock.c:690 */
 				tu = 0;
 				tl = 0
 			:: else
@@ -692,60 +794,60 @@ inline take(ledger_only, mt, top, du)
 	last = 0;
 #ifdef FENCE
 	if
-	:: !own -> takers_end() /* stock.c:794 */
+	:: !own -> takers_end() /* stock.c:848 */
 	:: else
 	fi;
 	own = 0;
 	held = 0;
 #endif
-	unlock(reglock) /* stock.c:796 */
+	unlock(reglock) /* stock.c:850 */
 }
 
 inline drain_subtree(top, du)
 {
-	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:802-805 */
+	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:856-859 */
 }
 inline drain_group(g, du)
 {
-	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:822-825 */
+	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:876-879 */
 }
 inline fold_ledgers(g)
 {
-	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:829-832 */
+	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:883-886 */
 }
 
-/* stock.c:sl__stock_quiesce:550-555 and quiesce_locked:517-524 */
+/* stock.c:sl__stock_quiesce:604-609 and quiesce_locked:595-602 */
 inline quiesce()
 {
-	lock(reglock); /* stock.c:552 */
+	lock(reglock); /* stock.c:606 */
 	s = 0;
 	do
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:546 wait */
+		inflight[s] == 0; /* stock.c:600 wait */
 		s++
 	od;
 	s = 0;
-	unlock(reglock) /* stock.c:554 */
+	unlock(reglock) /* stock.c:608 */
 }
 
-/* stock.c:stock_release:221-248, the thread's exit (one slot) */
+/* stock.c:stock_release:224-251, the thread's exit (one slot) */
 inline stock_release(me)
 {
-	lock(reglock); /* stock.c:226 */
-	atomic { /* stock.c:231 exchange the word for 0 */
+	lock(reglock); /* stock.c:229 */
+	atomic { /* stock.c:234 exchange the word for 0 */
 		tu = sunits[me];
 		tl = sledger[me];
 		sunits[me] = 0;
 		sledger[me] = 0
 	}
 	if
-	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:235-236 */
+	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:238-239 */
 	:: else
 	fi;
 	tu = 0;
 	tl = 0;
-	unlock(reglock) /* stock.c:244 */
+	unlock(reglock) /* stock.c:247 */
 }
 
 /* atomic.h:sl__sub_clamped:54-65 on lcl[g] */
@@ -771,7 +873,7 @@ inline take_local_exact(g, amt, got)
 /* uncharge.c:sl_uncharge:118-148 and sl__uncharge_slow:60-110 */
 inline uncharge(me, g, amt, rc)
 {
-	atomic { hu[g] = hu[g] - (amt) } /* ghost: the host frees the units */
+	atomic { hu[g] = hu[g] - (amt) UNCHARGE_GHOST_BEGIN(g, amt) } /* ghost: the host frees the units */
 	rc = 255;
 	if
 	:: sgroup[me] == g -> /* uncharge.c:123 */
@@ -865,7 +967,7 @@ inline uncharge(me, g, amt, rc)
 			round++
 		od;
 		if
-		:: rel -> counter_cancel(g, rel) /* uncharge.c:107-108 */
+		:: rel -> stock_keep(me, g, rel) /* uncharge.c:107-108 */
 		:: else
 		fi;
 		rc = (left -> EINVAL : OK); /* uncharge.c:109 */
@@ -873,7 +975,7 @@ inline uncharge(me, g, amt, rc)
 		rel = 0;
 		got = 0;
 		round = 0
-	fi
+	fi UNCHARGE_GHOST_END(g, amt)
 }
 
 #ifdef FENCE
@@ -956,6 +1058,6 @@ inline charge_fast(me, g, amt, rc)
 #endif
 #define THREAD_LOCALS \
 	byte p, q, cur, lim, crc, cfail, og, tu, tl, gb, el, s, tag, sg, du, first, last; \
-	bit nonempty, quiet; \
+	bit nonempty, quiet, kroom, ktr; \
 	FENCE_LOCALS \
 	byte mygen, left, rel, taken, keep, got, round, rc, failg

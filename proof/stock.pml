@@ -14,7 +14,12 @@
  *                A, thread 2 one of R, and each uncharges it (no false
  *                -ENOMEM while another thread's stock holds the room);
  *   CFG_SETMAX   threads 0 and 1 charge A while thread 2 lowers A's max
- *                from 3 to 1 (the set_max race).
+ *                from 3 to 1 (the set_max race); once set_max returned,
+ *                thread 0 uncharges its unit and charges one again (a
+ *                group over a lowered max stays there: the uncharge may
+ *                keep its unit only where a refill would fit).
+ * Every uncharge whose release is a unit (the batch) may keep it in the
+ * thread's stock (softlimit.pml: stock_keep); the exit gives it back.
  * Options: -DOWN_UNIT (CFG_HANDOFF): thread 0 then charges a third unit and
  * uncharges it itself, so that after an answer its refill folds the ledger
  * into local (FENCE's eager refills) and its own uncharge takes the slow
@@ -33,6 +38,10 @@
  *     over-uncharge);
  *   - a charge fails with -ENOMEM only if the host's units really leave no
  *     room, when no other call ran during it (no false -ENOMEM);
+ *   - (CFG_SETMAX) a charge by thread 0 that began after set_max returned,
+ *     when none of thread 0's calls overlapped set_max, leaves the host's
+ *     units of A under the new max, whatever set_max returned (a stock
+ *     that a call racing set_max filled may pass it: counter.c:190-195);
  *   - at the end (every thread gone, its stock given back): count, local and
  *     the host's units agree at every level (no unit lost or counted twice),
  *     no check or in-flight flag is left, the registry lock is free;
@@ -46,6 +55,30 @@
 
 bit handed[NT];
 
+#ifdef CFG_SETMAX
+/* Ghosts for a max lowered under what the host holds: smrun while thread
+ * 2's set_max runs, smdone once it returned (0 or -EBUSY: the new max
+ * holds for later charges either way); in0 while thread 0 is in a call,
+ * taint0 once one of its calls overlapped set_max (its stock may then
+ * hold units of a refill or a keep that raced the new max, which
+ * counter.c:190-195 allows). */
+bit smrun, smdone, in0, taint0;
+#define SM_CALL_BEGIN \
+	atomic { \
+		in0 = (me == 0 -> 1 : in0); \
+		taint0 = (me == 0 && smrun -> 1 : taint0); \
+		smafter = smdone \
+	}
+#define SM_CALL_END in0 = (me == 0 -> 0 : in0)
+/* after a charge of A by thread 0 that began after set_max returned and
+ * overlapped no set_max: what the host holds stays under the new max */
+#define SM_CHARGED(g) assert(!(me == 0 && smafter && !taint0) || hu[A] <= maxv[A])
+#else
+#define SM_CALL_BEGIN skip
+#define SM_CALL_END skip
+#define SM_CHARGED(g) skip
+#endif
+
 /* A charge with SL_NORECLAIM: charge.c:sl_charge:42-73,
  * sl__charge_slow:22-34, charge_exact:10-20, and for a charge that does
  * not fit, atmax.c:sl__at_max:92-183 without reclaim (may_reclaim false:
@@ -53,6 +86,7 @@ bit handed[NT];
 inline charge(me, g, amt, rc)
 {
 	op_begin();
+	SM_CALL_BEGIN;
 	charge_fast(me, g, (amt), rc); /* charge.c:47-70 */
 	if
 	:: rc == OK -> skip
@@ -107,18 +141,25 @@ inline charge(me, g, amt, rc)
 		fi
 	fi;
 	if
-	:: rc == OK -> atomic { hu[g] = hu[g] + (amt) }
+	:: rc == OK ->
+		atomic {
+			hu[g] = hu[g] + (amt);
+			SM_CHARGED(g)
+		}
 	:: else
 	fi;
+	SM_CALL_END;
 	op_end()
 }
 
 inline do_uncharge(me, g, amt)
 {
 	op_begin();
+	SM_CALL_BEGIN;
 	uncharge(me, g, (amt), rc);
 	/* the host held these units: the uncharge must succeed */
 	assert(rc == OK);
+	SM_CALL_END;
 	op_end()
 }
 
@@ -126,6 +167,7 @@ proctype thread(byte me)
 {
 	THREAD_LOCALS;
 	byte dr, g;
+	bit smafter;
 #ifdef CFG_HANDOFF
 	if
 	:: me == 0 ->
@@ -166,10 +208,30 @@ proctype thread(byte me)
 	if
 	:: me == 2 ->
 		op_begin();
+		atomic { /* ghost: calls of thread 0 in flight overlap */
+			smrun = 1;
+			taint0 = taint0 | in0
+		}
 		set_max(A, 1, rc);
+		atomic {
+			smrun = 0;
+			smdone = 1
+		}
 		op_end()
 	:: else ->
-		charge(me, A, 1, rc)
+		charge(me, A, 1, rc);
+		if
+		:: me == 0 && rc == OK ->
+			/* thread 0 gives its unit back and charges again: with
+			 * max lowered under what the host holds, the unit its
+			 * uncharge may keep must not let that charge through
+			 * (after set_max returned: the race of a keep with
+			 * set_max is a refill's, which the first charges check) */
+			smdone;
+			do_uncharge(me, A, 1);
+			charge(me, A, 1, rc)
+		:: else
+		fi
 	fi;
 #endif
 	/* the thread exits: its stock goes back (stock.c:stock_release) */
