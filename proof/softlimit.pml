@@ -7,7 +7,7 @@
  * Promela statement (or atomic block) is one C atomic access or one step
  * under a lock: SPIN interleaves the threads at every such step.
  *
- * Two stock protocols (lib/stock.c:31-97 says why both):
+ * Two stock protocols (lib/stock.c:31-101 says why both):
  *  - CAS (the default here; lib/ uses it where membarrier is missing and in
  *    TSan builds): the owner's fast path is a compare-and-swap on its slot
  *    word, one atomic step;
@@ -34,9 +34,9 @@
  *    failed ones change nothing), and spinning waits (quiesce, the
  *    takers' wait, destroy's pins) are blocking guards, so a wait that
  *    never ends is a deadlock;
- *  - the folder's bounded wait for answers (stock.c:799-815, at most about
+ *  - the folder's bounded wait for answers (stock.c:805-821, at most about
  *    a fence's time) is a choice: the folder may give up at any moment,
- *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:775-
+ *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:781-
  *    784, 828-833) are the same choice at the start (any fold may fence
  *    without asking);
  *  - one slot per thread (SL__STOCK_SLOTS is 8; eviction is the same
@@ -67,7 +67,7 @@
 #ifndef BATCH
 #define BATCH 1
 #endif
-#define CAP (2 * BATCH)	/* stock.c:stock_bind:326 cap = 2 * batch */
+#define CAP (2 * BATCH)	/* stock.c:stock_bind:332 cap = 2 * batch */
 #ifndef FOLD_ROUNDS
 #define FOLD_ROUNDS 1	/* uncharge.c:13 SL__FOLD_ROUNDS is 2; any number is the same protocol */
 #endif
@@ -75,7 +75,7 @@
 #define parent(g) (g == R -> NONE : R)
 /* group.c:sl__is_ancestor(): anc is g or above it */
 #define is_ancestor(anc, g) (anc == g || anc == R)
-/* stock.c:match_group:648-651 (mt 0), match_subtree:653-656 (mt 1) */
+/* stock.c:match_group:654-657 (mt 0), match_subtree:653-656 (mt 1) */
 #define matches(mt, top, sg) (sg != NONE && ((mt == 0 && sg == top) || (mt == 1 && is_ancestor(top, sg))))
 
 /* ---- the groups (internal.h struct sl_group) ---- */
@@ -93,28 +93,28 @@ byte sunits[NT];
 byte sledger[NT];
 byte stag[NT];
 bit inflight[NT];
-bit reglock;		/* stock.c:202 registry_lock */
-bit usage_reads;	/* stock.c:433 usage_reads: a usage read at work */
+bit reglock;		/* stock.c:206 registry_lock */
+bit usage_reads;	/* stock.c:439 usage_reads: a usage read at work */
 
 #ifdef FENCE
-/* ---- the fence protocol (stock.c:31-97, 331-427, 695-859;
+/* ---- the fence protocol (stock.c:31-101, 331-427, 695-859;
  * internal.h:283-325) ---- */
 #define TAKERS_TAKE 1	/* internal.h:301 SL__TAKERS_TAKE */
 #define TAKERS_ASK 2	/* internal.h:302 SL__TAKERS_ASK */
-byte takers;		/* stock.c:144 sl__stock_takers */
+byte takers;		/* stock.c:148 sl__stock_takers */
 /* internal.h struct sl__stock: ask (the slot bits are slot 0's, so ask
  * holds the number alone, 0 = none), answered, asked (the folder's,
  * under the registry lock) */
 byte sask[NT];
 byte answered[NT];
 byte asked[NT];
-byte ask_seq;		/* stock.c:349 */
+byte ask_seq;		/* stock.c:355 */
 #endif
 /* Both protocols: internal.h struct sl__stock wanted (a fold took the
- * slot's ledger: take_slot, stock.c:684-687) and eager (refills left that
- * fold the ledger into local: stock.c:471-480, and answer() under FENCE) */
+ * slot's ledger: take_slot, stock.c:690-693) and eager (refills left that
+ * fold the ledger into local: stock.c:477-486, and answer() under FENCE) */
 #ifndef EAGER_REFILLS
-#define EAGER_REFILLS 2	/* stock.c:341 EAGER_REFILLS is 16; the model's threads refill twice at most */
+#define EAGER_REFILLS 2	/* stock.c:347 EAGER_REFILLS is 64; the model's threads refill twice at most */
 #endif
 bit wanted[NT];
 byte eager[NT];
@@ -301,28 +301,28 @@ inline set_max(g, newmax, rc)
 	du = 0
 }
 
-/* stock.c:slot_flush:216-222 */
+/* stock.c:slot_flush:220-226 */
 inline slot_flush(g, u, l)
 {
 	if
-	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:218-219 */
+	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:222-223 */
 	:: else
 	fi;
 	if
-	:: u -> counter_cancel(g, u) /* stock.c:220-221 */
+	:: u -> counter_cancel(g, u) /* stock.c:224-225 */
 	:: else
 	fi
 }
 
-/* stock.c:stock_bind:290-329 with one slot: bind it to g, flushing what
+/* stock.c:stock_bind:296-335 with one slot: bind it to g, flushing what
  * it held for its old group.  The caller is in a transit (inflight up). */
 inline stock_bind(me, g)
 {
 	if
-	:: sgroup[me] == g -> skip /* stock.c:292, :298-299 found */
+	:: sgroup[me] == g -> skip /* stock.c:298, :304-305 found */
 	:: else ->
-		og = sgroup[me]; /* stock.c:310 */
-		/* stock.c:315-318 exchange: contents out, tag bumped */
+		og = sgroup[me]; /* stock.c:316 */
+		/* stock.c:321-324 exchange: contents out, tag bumped */
 		atomic {
 			tu = sunits[me];
 			tl = sledger[me];
@@ -331,83 +331,83 @@ inline stock_bind(me, g)
 			stag[me] = stag[me] + 1
 		}
 		if
-		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:319-320 */
+		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:325-326 */
 		:: else
 		fi;
-		sgroup[me] = g; /* stock.c:323 */
-		eager[me] = 0; /* stock.c:324 */
+		sgroup[me] = g; /* stock.c:329 */
+		eager[me] = 0; /* stock.c:330 */
 		og = 0;
 		tu = 0;
 		tl = 0
 	fi
 }
 
-/* stock.c:transit_begin:449-459: raise the flag, then look for a usage
+/* stock.c:transit_begin:455-465: raise the flag, then look for a usage
  * read; if one is at work, lower the flag and wait on the registry lock
  * (which the reader holds) before trying again. */
 inline transit_begin(me)
 {
 	do
-	:: inflight[me] = 1; /* stock.c:452 */
+	:: inflight[me] = 1; /* stock.c:458 */
 		if
-		:: usage_reads == 0 -> break /* stock.c:453-454 */
+		:: usage_reads == 0 -> break /* stock.c:459-460 */
 		:: else ->
-			inflight[me] = 0; /* stock.c:455 */
-			lock(reglock); /* stock.c:456 */
-			unlock(reglock) /* stock.c:457 */
+			inflight[me] = 0; /* stock.c:461 */
+			lock(reglock); /* stock.c:462 */
+			unlock(reglock) /* stock.c:463 */
 		fi
 	od
 }
 
 #ifdef FENCE
-/* stock.c:answer:365-399: the owner folds the ledger its ask names into
+/* stock.c:answer:371-405: the owner folds the ledger its ask names into
  * local itself and says so. */
 inline answer(me)
 {
 #ifndef MUTANT_ANSWER_NO_INFLIGHT
-	inflight[me] = 1; /* stock.c:373 */
+	inflight[me] = 1; /* stock.c:379 */
 #endif
-	atomic { /* stock.c:375 exchange the ask for 0 */
+	atomic { /* stock.c:381 exchange the ask for 0 */
 		a = sask[me];
 		sask[me] = 0
 	}
 	if
-	:: a -> /* stock.c:376-381 slot 0's bit */
-		eager[me] = EAGER_REFILLS; /* stock.c:384 */
-		atomic { /* stock.c:386-388 CAS the ledger out */
+	:: a -> /* stock.c:382-387 slot 0's bit */
+		eager[me] = EAGER_REFILLS; /* stock.c:390 */
+		atomic { /* stock.c:392-394 CAS the ledger out */
 			tl = sledger[me];
 			sledger[me] = 0
 		}
 		if
-		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock.c:391-392 */
+		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock.c:397-398 */
 		:: else
 		fi;
 		tl = 0
 	:: else
 	fi;
-	answered[me] = a; /* stock.c:396 (0 if the ask was withdrawn) */
+	answered[me] = a; /* stock.c:402 (0 if the ask was withdrawn) */
 #ifndef MUTANT_ANSWER_NO_INFLIGHT
-	inflight[me] = 0; /* stock.c:398 */
+	inflight[me] = 0; /* stock.c:404 */
 #endif
 	a = 0
 }
 
-/* stock.c:charge_flagged:409-427: the takers' flag is up; answer our ask
+/* stock.c:charge_flagged:415-433: the takers' flag is up; answer our ask
  * if there is one, then hand amt out of the slot by CAS.  fl: done. */
 inline charge_flagged(me, g, amt, fl)
 {
 	fl = 0;
 	if
-	:: takers & TAKERS_ASK -> /* stock.c:416 */
+	:: takers & TAKERS_ASK -> /* stock.c:422 */
 		if
-		:: sask[me] -> answer(me) /* stock.c:416-417 */
+		:: sask[me] -> answer(me) /* stock.c:422-423 */
 		:: else
 		fi
 	:: else
 	fi;
 	if
-	:: sgroup[me] == g -> /* stock.c:418-420 */
-		atomic { /* stock.c:421-425 the CAS */
+	:: sgroup[me] == g -> /* stock.c:424-426 */
+		atomic { /* stock.c:427-431 the CAS */
 			if
 			:: sunits[me] >= (amt) ->
 				sunits[me] = sunits[me] - (amt);
@@ -421,12 +421,12 @@ inline charge_flagged(me, g, amt, fl)
 }
 #endif
 
-/* stock.c:sl__stock_refill:488-539.  rc: 0 refilled and amt handed out,
+/* stock.c:sl__stock_refill:494-545.  rc: 0 refilled and amt handed out,
  * 1 the caller must charge exactly. */
 inline stock_refill(me, g, amt, rc)
 {
 #ifdef FENCE
-	/* stock.c:494-496 */
+	/* stock.c:500-502 */
 	if
 	:: takers != 0 -> charge_flagged(me, g, amt, fl)
 	:: else -> fl = 0
@@ -435,7 +435,7 @@ inline stock_refill(me, g, amt, rc)
 	:: fl -> rc = 0
 	:: else ->
 #endif
-	/* stock.c:497-498 note_wanted(): a fold took our ledger */
+	/* stock.c:503-504 note_wanted(): a fold took our ledger */
 	if
 	:: wanted[me] ->
 		atomic {
@@ -444,12 +444,12 @@ inline stock_refill(me, g, amt, rc)
 		}
 	:: else
 	fi;
-	transit_begin(me); /* stock.c:502 */
-	stock_bind(me, g); /* stock.c:503 */
-	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:504 */
+	transit_begin(me); /* stock.c:508 */
+	stock_bind(me, g); /* stock.c:509 */
+	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:510 */
 	if
 	:: crc != OK ->
-		inflight[me] = 0; /* stock.c:505 transit_end() */
+		inflight[me] = 0; /* stock.c:511 transit_end() */
 		rc = 1
 	:: else ->
 #ifdef MUTANT_REFILL_AFTER_DRAIN
@@ -458,13 +458,13 @@ inline stock_refill(me, g, amt, rc)
 		:: false -> skip
 #else
 		if
-		:: checks[g] != 0 -> /* stock.c:513 */
-			counter_cancel(g, (amt) + BATCH); /* stock.c:514 */
-			inflight[me] = 0; /* stock.c:515 */
+		:: checks[g] != 0 -> /* stock.c:519 */
+			counter_cancel(g, (amt) + BATCH); /* stock.c:520 */
+			inflight[me] = 0; /* stock.c:521 */
 			rc = 1
 #endif
 		:: else ->
-			/* stock.c:518-530 the CAS: batch in (up to cap), amt to
+			/* stock.c:524-536 the CAS: batch in (up to cap), amt to
 			 * the ledger; under FENCE, after an answer (eager), the
 			 * whole ledger out to local (:499) */
 			atomic {
@@ -477,19 +477,19 @@ inline stock_refill(me, g, amt, rc)
 			}
 #ifndef MUTANT_EAGER_UNFLAGGED
 			if
-			:: el -> lcl[g] = lcl[g] + el /* stock.c:531-532 */
+			:: el -> lcl[g] = lcl[g] + el /* stock.c:537-538 */
 			:: else
 			fi;
 #endif
 			if
-			:: eager[me] -> eager[me]-- /* stock.c:533-534 */
+			:: eager[me] -> eager[me]-- /* stock.c:539-540 */
 			:: else
 			fi;
 			if
-			:: gb -> counter_cancel(g, gb) /* stock.c:535-536 */
+			:: gb -> counter_cancel(g, gb) /* stock.c:541-542 */
 			:: else
 			fi;
-			inflight[me] = 0; /* stock.c:537 */
+			inflight[me] = 0; /* stock.c:543 */
 #ifdef MUTANT_EAGER_UNFLAGGED
 			/* the bug: the ledger reaches local after the flag fell */
 			if
@@ -511,7 +511,7 @@ inline stock_refill(me, g, amt, rc)
 }
 
 /*
- * stock.c:sl__stock_keep:559-590: the units an uncharge of g took back
+ * stock.c:sl__stock_keep:565-596: the units an uncharge of g took back
  * from the host (units: the uncharge's release) stay counted and go into
  * this thread's slot for g, bound now if need be; past the slot's cap all
  * but a batch go back to the counters.  A rebind and that give-back are
@@ -522,7 +522,7 @@ inline stock_refill(me, g, amt, rc)
  */
 inline stock_keep(me, g, units)
 {
-	/* stock.c:566-567 in C's order: batch is never 0 here, and every
+	/* stock.c:572-573 in C's order: batch is never 0 here, and every
 	 * thread has its stock from the start (sl__stock_get() never fails).
 	 * kroom is 0 here: every way out of this inline leaves it 0. */
 	if
@@ -531,14 +531,14 @@ inline stock_keep(me, g, units)
 		/* the bug: no look at the room on the path */
 		kroom = 1
 #else
-		counter_room(g, BATCH, kroom) /* stock.c:566 */
+		counter_room(g, BATCH, kroom) /* stock.c:572 */
 #endif
 	:: else
 	fi;
 	if
-	:: !kroom -> counter_cancel(g, units) /* stock.c:568 */
+	:: !kroom -> counter_cancel(g, units) /* stock.c:574 */
 	:: else ->
-		/* stock.c:571 sl__slot_find(), :574 the word's units */
+		/* stock.c:577 sl__slot_find(), :580 the word's units */
 #ifdef MUTANT_KEEP_NO_TRANSIT
 		/* the bug: a transit only to bind, none for a give-back */
 		ktr = (sgroup[me] != g);
@@ -547,11 +547,11 @@ inline stock_keep(me, g, units)
 #endif
 		if
 		:: ktr ->
-			transit_begin(me); /* stock.c:576 */
-			stock_bind(me, g) /* stock.c:577 */
+			transit_begin(me); /* stock.c:582 */
+			stock_bind(me, g) /* stock.c:583 */
 		:: else
 		fi;
-		/* stock.c:579-585 the CAS: the units in; past the cap, all but a
+		/* stock.c:585-591 the CAS: the units in; past the cap, all but a
 		 * batch out (back) */
 		atomic {
 			tu = sunits[me] + (units);
@@ -560,11 +560,11 @@ inline stock_keep(me, g, units)
 			tu = 0
 		}
 		if
-		:: gb -> counter_cancel(g, gb) /* stock.c:586-587 */
+		:: gb -> counter_cancel(g, gb) /* stock.c:592-593 */
 		:: else
 		fi;
 		if
-		:: ktr -> /* stock.c:588-589 transit_end() */
+		:: ktr -> /* stock.c:594-595 transit_end() */
 			atomic {
 				inflight[me] = 0;
 				gb = 0;
@@ -581,7 +581,7 @@ inline stock_keep(me, g, units)
 }
 
 #ifdef FENCE
-/* stock.c:others_hold:713-722 through scan_stock:619-638 and note_held:
+/* stock.c:others_hold:719-728 through scan_stock:619-638 and note_held:
  * does another thread's slot match and hold what the take would take? */
 inline others_hold(ledger_only, mt, top)
 {
@@ -591,13 +591,13 @@ inline others_hold(ledger_only, mt, top)
 	:: s == NT || held -> break
 	:: else ->
 		if
-		:: s != me -> /* stock.c:719 */
-			/* stock.c:628-631 load the word, test the mask */
+		:: s != me -> /* stock.c:725 */
+			/* stock.c:634-637 load the word, test the mask */
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0));
 			if
 			:: nonempty ->
-				sg = sgroup[s]; /* stock.c:634 */
-				held = matches(mt, top, sg); /* stock.c:635, :710 */
+				sg = sgroup[s]; /* stock.c:640 */
+				held = matches(mt, top, sg); /* stock.c:641, :716 */
 				sg = 0
 			:: else
 			fi;
@@ -609,30 +609,30 @@ inline others_hold(ledger_only, mt, top)
 	s = 0
 }
 
-/* stock.c:fold_by_owners:769-830 (mt is match_group): ask the owners of
+/* stock.c:fold_by_owners:775-836 (mt is match_group): ask the owners of
  * other slots of top that hold a ledger to fold it, wait for the answers
  * or give up.  own: every ledger asked for is in local. */
 inline fold_by_owners(top)
 {
 	if
-	:: own = 0 /* stock.c:775-778 ask_skip: fence without asking */
+	:: own = 0 /* stock.c:781-784 ask_skip: fence without asking */
 	:: pending = 0;
 		s = 0;
-		do /* stock.c:779-791 */
+		do /* stock.c:785-797 */
 		:: s == NT -> break
 		:: else ->
 			if
-			:: s != me -> /* stock.c:783-784 */
-				nonempty = (sledger[s] != 0); /* stock.c:785: scan_stock, :628-631 */
+			:: s != me -> /* stock.c:789-790 */
+				nonempty = (sledger[s] != 0); /* stock.c:791: scan_stock, :634-637 */
 				if
 				:: nonempty ->
-					sg = sgroup[s]; /* stock.c:634 */
+					sg = sgroup[s]; /* stock.c:640 */
 					if
 					:: matches(0, top, sg) ->
 						ask_seq++;
-						asked[s] = ask_seq; /* stock.c:788 */
-						sask[s] = ask_seq; /* stock.c:789 */
-						pending++ /* stock.c:790 */
+						asked[s] = ask_seq; /* stock.c:794 */
+						sask[s] = ask_seq; /* stock.c:795 */
+						pending++ /* stock.c:796 */
 					:: else
 					fi;
 					sg = 0
@@ -644,11 +644,11 @@ inline fold_by_owners(top)
 			s++
 		od;
 		if
-		:: pending == 0 -> own = 1 /* stock.c:792-793 */
+		:: pending == 0 -> own = 1 /* stock.c:798-799 */
 		:: else ->
-			takers = takers | TAKERS_ASK; /* stock.c:796 */
-			do /* stock.c:799-815 the wait */
-			:: /* stock.c:800-807 one look at every answered: in one
+			takers = takers | TAKERS_ASK; /* stock.c:802 */
+			do /* stock.c:805-821 the wait */
+			:: /* stock.c:806-813 one look at every answered: in one
 			    * step (each is a load in C, but answered only moves
 			    * to the number asked while we wait, so a later load
 			    * sees no less) */
@@ -668,14 +668,14 @@ inline fold_by_owners(top)
 					s = 0
 				}
 				if
-				:: pending == 0 -> break /* stock.c:808 every answer in */
-				:: pending != 0 -> break /* stock.c:808 the wait ran out */
-				:: pending != 0 -> skip /* stock.c:814 wait on */
+				:: pending == 0 -> break /* stock.c:814 every answer in */
+				:: pending != 0 -> break /* stock.c:814 the wait ran out */
+				:: pending != 0 -> skip /* stock.c:820 wait on */
 				fi
 			od;
-			takers = takers & ~TAKERS_ASK; /* stock.c:816 */
+			takers = takers & ~TAKERS_ASK; /* stock.c:822 */
 			s = 0;
-			do /* stock.c:817-821 withdraw the asks left */
+			do /* stock.c:823-827 withdraw the asks left */
 			:: s == NT -> break
 			:: else ->
 				if
@@ -687,19 +687,19 @@ inline fold_by_owners(top)
 				s++
 			od;
 			s = 0;
-			own = (pending == 0) /* stock.c:822-829 */
+			own = (pending == 0) /* stock.c:828-835 */
 		fi;
 		pending = 0
 	fi
 }
 
-/* stock.c:takers_begin:725-741 */
+/* stock.c:takers_begin:731-747 */
 inline takers_begin()
 {
-	takers = takers | TAKERS_TAKE; /* stock.c:733 */
-	skip; /* stock.c:734 membarrier(): nothing to do under SC (see the header) */
+	takers = takers | TAKERS_TAKE; /* stock.c:739 */
+	skip; /* stock.c:740 membarrier(): nothing to do under SC (see the header) */
 	s = 0;
-	do /* stock.c:736-740 wait for every owner's flag to fall */
+	do /* stock.c:742-746 wait for every owner's flag to fall */
 	:: s == NT -> break
 	:: else ->
 		inflight[s] == 0;
@@ -708,12 +708,12 @@ inline takers_begin()
 	s = 0
 }
 
-/* stock.c:takers_end:743-749 */
-#define takers_end() takers = takers & ~TAKERS_TAKE /* stock.c:748 */
+/* stock.c:takers_end:749-755 */
+#define takers_end() takers = takers & ~TAKERS_TAKE /* stock.c:754 */
 #endif
 
 /*
- * stock.c:take:832-852 through scan_locked:640-646, scan_stock:619-638 and
+ * stock.c:take:838-858 through scan_locked:640-646, scan_stock:619-638 and
  * take_slot:671-692: take (mask: units and ledger, or the ledger only) the
  * slots of every thread bound to a group that match accepts, and flush
  * it.  du: units given back.  mt: 0 group, 1 subtree.  Under FENCE only
@@ -723,18 +723,18 @@ inline takers_begin()
 inline take(ledger_only, mt, top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:836 */
+	lock(reglock); /* stock.c:842 */
 	first = 0;
 	last = NT;
 #ifdef FENCE
-	others_hold(ledger_only, mt, top); /* stock.c:837-838 */
+	others_hold(ledger_only, mt, top); /* stock.c:843-844 */
 	if
 	:: !held -> own = 1
 	:: held && ledger_only -> fold_by_owners(top)
 	:: else -> own = 0
 	fi;
 	if
-	:: own -> /* stock.c:843-844 our own stock only */
+	:: own -> /* stock.c:849-850 our own stock only */
 #ifdef MUTANT_TAKE_OTHERS_UNFENCED
 		/* the bug: after the look, every stock, without the fence */
 		skip
@@ -742,30 +742,30 @@ inline take(ledger_only, mt, top, du)
 		first = me;
 		last = me + 1
 #endif
-	:: else -> takers_begin() /* stock.c:846 */
+	:: else -> takers_begin() /* stock.c:852 */
 	fi;
 #endif
 	s = first;
 	do
 	:: s == last -> break
 	:: else ->
-		/* stock.c:628 load the word, :631 the mask */
+		/* stock.c:634 load the word, :637 the mask */
 		atomic {
 			tag = stag[s];
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0))
 		}
 		if
 		:: nonempty ->
-			sg = sgroup[s]; /* stock.c:634 */
+			sg = sgroup[s]; /* stock.c:640 */
 			if
-			:: matches(mt, top, sg) -> /* stock.c:635 */
-				/* stock.c:678-680 the CAS, which compares the tag too */
+			:: matches(mt, top, sg) -> /* stock.c:641 */
+				/* stock.c:684-686 the CAS, which compares the tag too */
 				atomic {
 					if
 					:: stag[s] == tag ->
 						tl = sledger[s];
 						sledger[s] = 0;
-						/* stock.c:684-685 the hint */
+						/* stock.c:690-691 the hint */
 						wanted[s] = (ledger_only && tl && s != me -> 1 : wanted[s]);
 						if
 						:: !ledger_only ->
@@ -776,8 +776,8 @@ inline take(ledger_only, mt, top, du)
 					:: else
 					fi
 				}
-				slot_flush(sg, tu, tl); /* stock.c:689 */
-				du = du + tu; /* stock.c:690 */
+				slot_flush(sg, tu, tl); /* stock.c:695 */
+				du = du + tu; /* stock.c:696 */
 				tu = 0;
 				tl = 0
 			:: else
@@ -794,60 +794,60 @@ inline take(ledger_only, mt, top, du)
 	last = 0;
 #ifdef FENCE
 	if
-	:: !own -> takers_end() /* stock.c:848 */
+	:: !own -> takers_end() /* stock.c:854 */
 	:: else
 	fi;
 	own = 0;
 	held = 0;
 #endif
-	unlock(reglock) /* stock.c:850 */
+	unlock(reglock) /* stock.c:856 */
 }
 
 inline drain_subtree(top, du)
 {
-	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:856-859 */
+	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:862-865 */
 }
 inline drain_group(g, du)
 {
-	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:876-879 */
+	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:882-885 */
 }
 inline fold_ledgers(g)
 {
-	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:883-886 */
+	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:889-892 */
 }
 
-/* stock.c:sl__stock_quiesce:604-609 and quiesce_locked:595-602 */
+/* stock.c:sl__stock_quiesce:610-615 and quiesce_locked:595-602 */
 inline quiesce()
 {
-	lock(reglock); /* stock.c:606 */
+	lock(reglock); /* stock.c:612 */
 	s = 0;
 	do
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:600 wait */
+		inflight[s] == 0; /* stock.c:606 wait */
 		s++
 	od;
 	s = 0;
-	unlock(reglock) /* stock.c:608 */
+	unlock(reglock) /* stock.c:614 */
 }
 
-/* stock.c:stock_release:224-251, the thread's exit (one slot) */
+/* stock.c:stock_release:228-255, the thread's exit (one slot) */
 inline stock_release(me)
 {
-	lock(reglock); /* stock.c:229 */
-	atomic { /* stock.c:234 exchange the word for 0 */
+	lock(reglock); /* stock.c:233 */
+	atomic { /* stock.c:238 exchange the word for 0 */
 		tu = sunits[me];
 		tl = sledger[me];
 		sunits[me] = 0;
 		sledger[me] = 0
 	}
 	if
-	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:238-239 */
+	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:242-243 */
 	:: else
 	fi;
 	tu = 0;
 	tl = 0;
-	unlock(reglock) /* stock.c:247 */
+	unlock(reglock) /* stock.c:251 */
 }
 
 /* atomic.h:sl__sub_clamped:54-65 on lcl[g] */
