@@ -2,7 +2,7 @@
 /*
  * Charging and uncharging on one thread (and one helper thread): the
  * hierarchy, max at every level, events, SL_FORCE, high, over-uncharge,
- * overflow, peak, and exact usage against a simple model.  SPEC.md §4.
+ * overflow, peak, and exact usage against a simple model (softlimit(7)).
  *
  * Most tests run under both the default batch and SL_BATCH_NONE: the loop
  * index _i picks the batch (test_batch()).

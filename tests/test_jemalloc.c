@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The jemalloc adapter (SPEC.md §6): an arena's growth stops at its group's
+ * The jemalloc adapter (softlimit/jemalloc.h): an arena's growth stops at its group's
  * max with a clean NULL, purging gives pages back, the group's usage is
  * jemalloc's own count of committed pages, many threads share an arena, and
  * reclaim from the tree purges the arena and calls the host's evict.

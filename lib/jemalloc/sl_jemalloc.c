@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The jemalloc adapter: an arena whose extent hooks charge a group for the
- * pages the arena commits (SPEC.md §6).
+ * pages the arena commits (softlimit/jemalloc.h).
  *
  * What "mapped" means here.  jemalloc moves an extent through active ->
  * dirty -> (muzzy ->) retained; only the last holds no physical memory.  On
