@@ -347,8 +347,10 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
  * while the host's own threads charge and uncharge, so it must be
  * thread-safe.  Inside a callback charges never reclaim (they fail at max
  * instead) and sl_group_destroy() returns -EBUSY.  A callback must not wait
- * for a thread that is destroying a group of this tree (destroy waits for
- * the reclaims that hold that group).
+ * for another thread that is reclaiming this tree, charging it without
+ * SL_NORECLAIM (such a charge may reclaim) or destroying one of its groups:
+ * a group's callback runs on one thread at a time, and destroy waits for the
+ * reclaims that hold its group.
  */
 SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
 
