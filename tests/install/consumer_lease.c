@@ -32,6 +32,8 @@ int main(void)
 	rc = sl_lease_leave(l);
 	sl_lease_budget_delete(s, "tenant");
 	sl_lease_store_close(s);
+	if (sl_lease_store_remove(url, NULL) != 0)
+		rc = -1;
 	sl_tree_destroy(t);
 	return rc == 0 ? 0 : 1;
 }
