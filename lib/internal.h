@@ -392,6 +392,7 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stock
 void sl__counter_cancel(sl_group *g, uint64_t amount);
 uint64_t sl__counter_usage(const sl_group *g);
 bool sl__counter_room(const sl_group *g, uint64_t amount);
+bool sl__counter_within(const sl_group *g);
 uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
 void sl__counter_wake_background(sl_tree *t);
 void sl__counter_protect(sl_group *g);
@@ -407,6 +408,7 @@ void sl__stock_keep(sl_group *g, uint64_t units);
 uint64_t sl__stock_drain_subtree(const sl_group *top);
 uint64_t sl__stock_drain_mine(const sl_group *top);
 uint64_t sl__stock_drain_group(const sl_group *g);
+void sl__stock_drain_limited(const sl_group *top);
 void sl__stock_fold_ledgers(const sl_group *g);
 void sl__stock_forget_tree(const sl_tree *t);
 void sl__stock_quiesce(void);

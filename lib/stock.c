@@ -587,8 +587,24 @@ void sl__stock_keep(sl_group *g, uint64_t units)
 		uint64_t u = sl__word_units(w) + units;
 
 		back = u > sl->cap ? u - batch : 0;
-		/* Release: as in sl__stock_refill(), for a drainer. */
-	} while (!sl__cas_weak(&sl->word, &w, w + units - back, SL_RELEASE, SL_RELAXED));
+		/* seq_cst: release as in sl__stock_refill(), for a drainer,
+		 * and the store half of the handshake in
+		 * sl__counter_within() below. */
+	} while (!sl__cas_weak(&sl->word, &w, w + units - back, SL_SEQ_CST, SL_RELAXED));
+	/* A limit lowered since the room check, whose setter may have
+	 * scanned this slot before our units came: take them back out. */
+	if (sl__unlikely(!sl__counter_within(g))) {
+		/* Units on their way from the slot to the counters. */
+		if (!transit) {
+			transit_begin(s);
+			transit = true;
+		}
+		w = sl__load(&sl->word, SL_RELAXED);
+		/* Relaxed: our own slot; a taker may empty it meanwhile. */
+		while (sl__word_units(w) && !sl__cas_weak(&sl->word, &w, w & ~SL__UNITS_MAX, SL_RELAXED, SL_RELAXED))
+			;
+		back += sl__word_units(w);
+	}
 	if (back)
 		sl__counter_cancel(g, back);
 	if (transit)
@@ -630,8 +646,10 @@ static void scan_stock(struct sl__stock *s, uint64_t mask, match_fn match, const
 	for (i = 0; i < SL__STOCK_SLOTS; i++) {
 		struct sl__slot *sl = &s->slot[i];
 		/* Acquire: pairs with the release store of a slot's group in
-		 * stock_bind() and the owner's filling CAS. */
-		uint64_t w = sl__load(&sl->word, SL_ACQUIRE);
+		 * stock_bind() and the owner's filling CAS.  seq_cst: after a
+		 * lowered limit's exchange, the load half of the handshake
+		 * with a keep (sl__counter_within()). */
+		uint64_t w = sl__load(&sl->word, SL_SEQ_CST);
 		sl_group *p;
 
 		if (!(w & mask))
@@ -835,11 +853,12 @@ static bool fold_by_owners(match_fn match, const void *arg)
 	return true;
 }
 
-static uint64_t take(uint64_t mask, match_fn match, const void *arg)
+/* Take mask's part of every slot that match() accepts; under the registry
+ * lock.  Returns the units given back. */
+static uint64_t take_locked(uint64_t mask, match_fn match, const void *arg)
 {
 	struct take tk = { .mask = mask, .flush = true };
 
-	pthread_mutex_lock(&registry_lock);
 	if (sl__stock_protocol == SL__STOCK_FENCE &&
 	    (!others_hold(mask, match, arg) || (mask == SL__LEDGER_MASK && fold_by_owners(match, arg)))) {
 		/* Only our own slots hold any, or their owners folded the
@@ -853,8 +872,17 @@ static uint64_t take(uint64_t mask, match_fn match, const void *arg)
 		scan_locked(mask, match, arg, take_slot, &tk);
 		takers_end();
 	}
-	pthread_mutex_unlock(&registry_lock);
 	return tk.units;
+}
+
+static uint64_t take(uint64_t mask, match_fn match, const void *arg)
+{
+	uint64_t units;
+
+	pthread_mutex_lock(&registry_lock);
+	units = take_locked(mask, match, arg);
+	pthread_mutex_unlock(&registry_lock);
+	return units;
 }
 
 /* Give back the units and fold the ledgers of every slot bound to a group
@@ -876,6 +904,26 @@ uint64_t sl__stock_drain_mine(const sl_group *top)
 	scan_stock(sl__tls_stock, SL__CONTENTS_MASK, match_subtree, top, take_slot, &tk);
 	pthread_mutex_unlock(&registry_lock);
 	return tk.units;
+}
+
+/*
+ * After sl_group_set_limits() put a max or high of top below top's count:
+ * give back every unit that stocks hold in top's subtree, so that none is
+ * handed out past the new limit.  Stocks filled after this are within it:
+ * a refill in flight either read the new limit after its pre-charge (and
+ * took its batch back: sl__counter_try()) or raised its inflight flag
+ * before our seq_cst loads of the flags in quiesce_locked(), which wait
+ * until its units are in the slot, where the take finds them (the flag's
+ * store and the limit's load are seq_cst in the refill, the limit's
+ * exchange and the flags' loads here: a Dekker handshake).  Units that an
+ * uncharge keeps are rechecked by the keeper (sl__counter_within()).
+ */
+void sl__stock_drain_limited(const sl_group *top)
+{
+	pthread_mutex_lock(&registry_lock);
+	quiesce_locked();
+	take_locked(SL__CONTENTS_MASK, match_subtree, top);
+	pthread_mutex_unlock(&registry_lock);
 }
 
 /* The same for the slots bound to g itself. */
