@@ -10,7 +10,7 @@
  *   6  reclaim.c (engine) atmax.c limits.c high.c victims.c proportional.c
  *      split.c                             reclaim and what calls it
  *   5  charge.c uncharge.c                 sl_charge(), sl_uncharge()
- *   4  stock.c                             per-thread stocks
+ *   4  stock.c stock_take.c stock_handover.c  per-thread stocks
  *   3  counter.c refault.c                 hierarchical counters, refault counts
  *   2  overindex.c                         groups over their soft limit
  *   1  group.c                             group objects and topology
@@ -212,7 +212,7 @@ struct sl_tree {
 	size_t nr_headroom, cap_headroom;
 };
 
-/* ---- the per-thread stock (stock.c) ----
+/* ---- the per-thread stock (stock.c, stock_take.c, stock_handover.c) ----
  *
  * A slot's word packs, in one atomic 64-bit word:
  *   bits  0..21  units: pre-charged to the hierarchy, not yet handed out
@@ -258,13 +258,13 @@ struct sl__stock {
 	uint8_t eager[SL__STOCK_SLOTS]; /* owner only: refills left that fold the slot's ledger */
 	struct sl__stock *next, *prev; /* the registry, under its lock */
 	/* Fence protocol: a folder's request that the owner fold some slots'
-	 * ledgers itself (stock.c, "handover"): slot bits and a number. */
+	 * ledgers itself (stock_handover.c): slot bits and a number. */
 	sl_atomic64 ask;
 	sl_atomic64 answered;      /* owner: the number of the last ask done */
 	uint64_t asked;            /* folder, under the registry lock */
 	/* Slot bits: other threads took these slots' ledgers by a fold, so
 	 * they uncharge what the owner charges; the owner's next refills fold
-	 * those ledgers into local themselves (stock.c, "handover"). */
+	 * those ledgers into local themselves (stock_handover.c). */
 	sl_atomic64 wanted;
 };
 
@@ -281,7 +281,7 @@ static inline struct sl__slot *sl__slot_find(struct sl__stock *s, const sl_group
 }
 
 /*
- * The two protocols between a stock's owner and other threads (stock.c says
+ * The two protocols between a stock's owner and other threads (docs/stocks.md says
  * why): with SL__STOCK_FENCE the owner's fast path writes its slot word with
  * a plain store between raising its inflight flag and lowering it, and a
  * thread that takes from other threads' slots first raises sl__stock_takers
@@ -297,7 +297,7 @@ void sl__stock_protocol_init(void);
 
 /* sl__stock_takers: a taker is at work (fence and take); a folder waits
  * for owners to answer their stock's ask, which they do on their next
- * charge (no fence; stock.c, "handover"). */
+ * charge (no fence; stock_handover.c). */
 #define SL__TAKERS_TAKE 1
 #define SL__TAKERS_ASK 2
 
@@ -392,6 +392,7 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stock
 void sl__counter_cancel(sl_group *g, uint64_t amount);
 uint64_t sl__counter_usage(const sl_group *g);
 bool sl__counter_room(const sl_group *g, uint64_t amount);
+bool sl__counter_within(const sl_group *g);
 uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
 void sl__counter_wake_background(sl_tree *t);
 void sl__counter_protect(sl_group *g);
@@ -399,7 +400,8 @@ void sl__counter_protect(sl_group *g);
 void sl__refault_evicted(sl_tree *t, uint64_t units);
 uint64_t sl__refault_rank(const sl_group *g);
 
-/* ---- 4: stock.c ---- */
+/* ---- 4: stock.c (the owner's side), stock_take.c (the takers'),
+ * stock_handover.c (the handover) ---- */
 extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
 struct sl__stock *sl__stock_get(void);
 int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount);
@@ -407,6 +409,7 @@ void sl__stock_keep(sl_group *g, uint64_t units);
 uint64_t sl__stock_drain_subtree(const sl_group *top);
 uint64_t sl__stock_drain_mine(const sl_group *top);
 uint64_t sl__stock_drain_group(const sl_group *g);
+void sl__stock_drain_limited(const sl_group *top);
 void sl__stock_fold_ledgers(const sl_group *g);
 void sl__stock_forget_tree(const sl_tree *t);
 void sl__stock_quiesce(void);

@@ -222,10 +222,36 @@ SL_API int sl_group_destroy(sl_group *g);
  * current usage applies at once (further unforced charges fail or reclaim)
  * and the call reclaims from @g's subtree toward it; soft and min changes
  * take effect on the next reclaim.
+ *
+ * Stocks: when @g's usage + stocked is above the new max or the new high,
+ * the units that per-thread stocks hold in @g's subtree, every thread's,
+ * go back to the counters before the call returns, from whatever context
+ * it is made (plain code, another thread's charges in flight, an
+ * sl_group_walk() visitor, a reclaim callback, the OOM handler), as the
+ * kernel's page_counter_set_max() keeps a new limit from being passed by
+ * a charge in flight.  So a later charge never gets past a lowered limit
+ * through units stocked before it.  Precisely: from the moment the call
+ * returns (0 or -EBUSY) until @g's limits change again, with C = @g's
+ * usage + stocked at that moment,
+ *  - no charge without SL_FORCE in @g's subtree takes @g's usage + stocked
+ *    above max(C, new max);
+ *  - no charge without SL_FORCE in @g's subtree takes @g's usage above the
+ *    new max, unless charges with SL_FORCE took @g's usage + stocked above
+ *    it meanwhile: a charge that would fails at max (after reclaim) as any
+ *    charge does, whether or not the calling thread holds a stock;
+ *  - the same for high: a charge that takes @g's usage past the new high
+ *    counts a high event on @g and sets the charging thread's
+ *    sl_high_pending(), whether or not a stock served it.
+ * Units that stocks take after the call are charged within the new limits.
+ * Giving stocks back costs one fence of the stock protocol (one
+ * membarrier() at most) and is skipped when usage + stocked is within
+ * both new limits: stocked units are then within them too.
+ *
  * Errors: -EINVAL for NULL arguments or inconsistent limits (min or soft
  * above max; nothing changes); -EBUSY when the new limits are in force but
- * usage is still above the new max after reclaim (always so when called
- * from inside a reclaim callback, which does not reclaim).
+ * usage is still above the new max after the stocks went back and reclaim
+ * (inside a reclaim callback or a walk, which do not reclaim, whenever
+ * usage is above it then).
  * Thread-safe; charges running concurrently see either the old or the new
  * value of each limit.  May call reclaim callbacks, as sl_reclaim().
  */
