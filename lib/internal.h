@@ -432,6 +432,7 @@ struct sl__floor {
 struct sl__reclaim {
 	sl_tree *t;
 	sl_group *scope;
+	const sl_group *end; /* claims are checked from a group up to here, excluded */
 	uint64_t target;
 	uint64_t must;  /* what pass 2 may serve: all of target, or a charge's need without its batch */
 	uint64_t freed;
@@ -445,6 +446,7 @@ uint64_t sl__own_of(const sl_group *g);
 uint64_t sl__soft_of(const sl_group *g);
 uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor, uint64_t within);
 uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must, bool drain);
+uint64_t sl__reclaim_ahead(sl_group *scope, uint64_t target);
 bool sl__pass2_begin(struct sl__reclaim *r);
 void sl__pin(sl_group *g);
 void sl__unpin(sl_group *g);

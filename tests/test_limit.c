@@ -1278,6 +1278,67 @@ START_TEST(background_api_rejects_bad_arguments_and_refuses_inside_a_callback)
 }
 END_TEST
 
+/*
+ * Regression (issue Hardening, defect 3): reclaim ahead of need never takes
+ * what the policy grants.  A tenant with max 100000 and headroom 20000 at
+ * usage 95000 (items of 1000) is brought down by one background round only
+ * to its grant: 90000 when that is its soft limit, its min, or the soft
+ * limit of a parent the tenant's charges count in; the round frees 5000 and
+ * the next one nothing.  The rounds reclaimed with the tenant as scope,
+ * whose own soft limit and protection do not shield it, and took it to the
+ * watermark, 80000, under every policy.  _i: policy, then batch.
+ */
+START_TEST(background_round_keeps_what_the_policy_grants)
+{
+	enum sl_policy policy = policy_of(_i);
+	uint64_t batch = test_batch((_i / NPOLICY) % SL_TEST_NBATCH);
+	const uint64_t max = 100000, headroom = 20000, S = 1000, grant = 90000;
+	const char *what[] = { "own soft", "own min", "parent's soft" };
+	int c;
+
+	for (c = 0; c < 3; c++) {
+		sl_tree *t = limit_tree(policy, batch, 0, SL_UNLIMITED);
+		struct sl_limits lim, plim;
+		sl_group *parent = sl_tree_root(t);
+		struct tenant tn;
+		uint64_t freed, usage;
+
+		sl_limits_init(&lim);
+		lim.max = max;
+		if (c == 0)
+			lim.soft = grant;
+		else if (c == 1)
+			lim.min = grant;
+		else {
+			sl_limits_init(&plim);
+			plim.soft = grant;
+			ck_assert_int_eq(sl_group_create(parent, "p", &plim, NULL, NULL, &parent), 0);
+		}
+		tenant_init(&tn, max / S + 8);
+		tenant_group(parent, "t", &lim, &tn);
+		ck_assert_int_eq(tenant_fill(&tn, S, 95000), 0);
+		ck_assert_int_eq(sl_group_set_headroom(tn.g, headroom), 0);
+		freed = sl_background_reclaim(t);
+		usage = usage_of(tn.g);
+		ck_assert_msg(usage == grant && freed == 5000,
+			      "%s, %s: one round freed %" PRIu64 " and left usage %" PRIu64 "; the grant is %" PRIu64,
+			      policy_name(policy), what[c], freed, usage, grant);
+		ck_assert_uint_eq(sl_background_reclaim(t), 0);
+		ck_assert_uint_eq(usage_of(tn.g), grant);
+		ck_assert_uint_eq(tenant_bytes(&tn), grant);
+		/* A round that takes nothing because of a grant is no failure
+		 * of anyone's: no max, no oom. */
+		ck_assert_uint_eq(stats_of(tn.g).events_oom, 0);
+		tenant_clear(&tn);
+		ck_assert_int_eq(sl_group_destroy(tn.g), 0);
+		if (parent != sl_tree_root(t))
+			ck_assert_int_eq(sl_group_destroy(parent), 0);
+		tenant_fini(&tn);
+		sl_tree_destroy(t);
+	}
+}
+END_TEST
+
 /* ==== found while writing these ==== */
 
 /*
@@ -1337,6 +1398,7 @@ static Suite *limit_suite(void)
 			    NPOLICY * SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, background_runners_act_on_a_new_headroom_and_all_stop, 0, NPOLICY);
 	tcase_add_test(tc, background_api_rejects_bad_arguments_and_refuses_inside_a_callback);
+	tcase_add_loop_test(tc, background_round_keeps_what_the_policy_grants, 0, NPOLICY * SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("found");

@@ -402,8 +402,13 @@ SL_API int sl_group_set_headroom(sl_group *g, uint64_t headroom);
  * group with a headroom whose usage is above max - headroom is reclaimed
  * down to it, by the tree's policy, from what pass 1 may take only:
  * reclaim ahead of need never takes what the policy grants a group (its
- * soft limit, its protection); charges at max still may, in pass 2.  Returns the units freed (0 for NULL or
- * inside a callback).  Thread-safe; for hosts that run their own loop.
+ * soft limit, its protection): neither the group with the headroom nor any
+ * group above it goes below what sl_group_stats() reports as its emin and
+ * esoft, and the groups below it keep what pass 1 spares them.  So a group
+ * whose grant is above its watermark is left at its grant (rounds then
+ * free nothing); charges at max still may take it, in pass 2.  Returns the
+ * units freed (0 for NULL or inside a callback).  Thread-safe; for hosts
+ * that run their own loop.
  */
 SL_API uint64_t sl_background_reclaim(sl_tree *t);
 
