@@ -45,6 +45,7 @@
 #define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE)
 
 struct sl__reclaim;
+struct sl__node;
 
 /*
  * A group.  Three parts, each on its own cache line(s):
@@ -159,6 +160,9 @@ struct sl__policy {
 	void (*reclaim)(struct sl__reclaim *r);
 	/* The protection the policy grants g now, for sl_group_stats(). */
 	void (*effective)(const sl_group *g, uint64_t *emin, uint64_t *esoft);
+	/* The floor below which no reclaim of v[0]'s subtree takes each group
+	 * of the snapshot v (usages filled in), into v[i].floor. */
+	void (*floors)(struct sl__node *v, size_t n);
 	/* true: a group may not fall below the min of any group on its path
 	 * up to the scope; false: the policy floors groups itself (PROTECTION
 	 * by effective min). */
@@ -476,6 +480,8 @@ struct sl__node *sl__snapshot(sl_tree *t, sl_group *top, size_t *n_out);
 void sl__snapshot_free(struct sl__node *v, size_t n);
 void sl__snapshot_refresh(struct sl__node *v, size_t n);
 uint64_t sl__proportional(struct sl__reclaim *r, sl_group *top, uint64_t amount);
+void sl__floors_min(struct sl__node *v, size_t n);
+uint64_t sl__kept(sl_tree *t, sl_group *top);
 /* victims.c: candidates from the over-soft index, largest excess first */
 struct sl__cand {
 	sl_group *g;

@@ -1339,6 +1339,67 @@ START_TEST(background_round_keeps_what_the_policy_grants)
 }
 END_TEST
 
+/*
+ * Regression (issue Hardening, defect 5): a charge that could not fit even
+ * if reclaim took all it may fails before it reclaims anything.  Under a
+ * root of max 1000: a (min 600, a callback) holds 700 in items of 100, c
+ * (no callback) holds 200, b (a callback) nothing.  What no reclaim may
+ * take is 800 (a's min, c's charges): a charge of 300 to b fails with
+ * -ENOMEM and a keeps all 700, no item evicted, no low event; a charge of
+ * 200 fits once one of a's items goes, and succeeds.  The failing charge
+ * evicted 100 of a's units first.  _i: policy, then batch.
+ */
+START_TEST(charge_that_cannot_fit_fails_before_it_evicts)
+{
+	enum sl_policy policy = policy_of(_i);
+	sl_tree *t = limit_tree(policy, test_batch((_i / NPOLICY) % SL_TEST_NBATCH), 0, 1000);
+	struct sl_limits lim;
+	struct tenant a, b;
+	struct sl_stats sa, sr;
+	sl_group *c = NULL;
+
+	sl_limits_init(&lim);
+	lim.min = 600;
+	tenant_init(&a, 16);
+	tenant_init(&b, 16);
+	tenant_group(sl_tree_root(t), "a", &lim, &a);
+	tenant_group(sl_tree_root(t), "b", NULL, &b);
+	ck_assert_int_eq(sl_group_create(sl_tree_root(t), "c", NULL, NULL, NULL, &c), 0);
+	ck_assert_int_eq(tenant_fill(&a, 100, 700), 0);
+	ck_assert_int_eq(sl_charge(c, 200, 0), 0);
+
+	ck_assert_int_eq(tenant_set(&b, 300, 0), -ENOMEM);
+	sa = stats_of(a.g);
+	sr = stats_of(sl_tree_root(t));
+	ck_assert_msg(sa.usage == 700 && tenant_bytes(&a) == 700 && sa.reclaimed == 0 && sa.events_low == 0,
+		      "%s: the failed charge took a to %" PRIu64 " (%" PRIu64 " reclaimed, %" PRIu64 " low events)",
+		      policy_name(policy), sa.usage, sa.reclaimed, sa.events_low);
+	ck_assert_uint_eq(atomic_load(&a.calls), 0);
+	ck_assert_uint_eq(sr.events_oom, 1);
+	ck_assert_uint_eq(sr.usage, 900);
+
+	/* At the edge: 200 fits once 100 of a's 700 is freed. */
+	ck_assert_int_eq(tenant_set(&b, 200, 0), 0);
+	ck_assert_uint_eq(usage_of(a.g), 600);
+	ck_assert_uint_eq(stats_of(sl_tree_root(t)).events_oom, 1);
+
+	/* With SL_FORCE it goes past max, and still evicts nothing. */
+	ck_assert_int_eq(tenant_set(&b, 300, SL_FORCE), 0);
+	ck_assert_uint_eq(usage_of(a.g), 600);
+	ck_assert_uint_eq(stats_of(sl_tree_root(t)).events_oom, 1);
+
+	tenant_clear(&a);
+	tenant_clear(&b);
+	ck_assert_int_eq(sl_uncharge(c, 200), 0);
+	ck_assert_int_eq(sl_group_destroy(c), 0);
+	ck_assert_int_eq(sl_group_destroy(a.g), 0);
+	ck_assert_int_eq(sl_group_destroy(b.g), 0);
+	tenant_fini(&a);
+	tenant_fini(&b);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* ==== found while writing these ==== */
 
 /*
@@ -1405,6 +1466,7 @@ static Suite *limit_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, reclaim_of_a_leaf_for_more_than_it_holds_frees_what_it_holds, 0,
 			    NPOLICY * SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, charge_that_cannot_fit_fails_before_it_evicts, 0, NPOLICY * SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -280,7 +280,13 @@ enum {
  * could not take, or belongs to groups without a callback, or the
  * callbacks freed nothing), and then the OOM handler declined.  Room that
  * another thread's charge took first is no failure while reclaims make
- * progress, and reclaims of other threads in flight are waited for.
+ * progress, and reclaims of other threads in flight are waited for.  A
+ * charge that could not fit even if reclaim freed all it may (every group
+ * kept at its min, or effective min under SL_POLICY_PROTECTION, groups
+ * without a callback holding their charges) reclaims nothing: once the
+ * stocks under the group in the way are given back, it goes straight to
+ * the OOM handler, then fails (or, with SL_FORCE, goes past max), every
+ * group's charges left as they were.
  *
  * Thread-safe and lock-free on every path but the one at max (which takes
  * the stock registry's lock to drain other threads' stocks, and reclaims).
