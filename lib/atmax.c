@@ -204,7 +204,10 @@ retry:
 	}
 	if (rc == -ENOMEM) {
 		if (!(flags & SL_FORCE)) {
-			sl__count(&fail->events_oom);
+			/* Failed for good, unless the caller says it will go
+			 * on another way. */
+			if (!(flags & SL_TRY))
+				sl__count(&fail->events_oom);
 			return rc;
 		}
 		force_room(g, amount);

@@ -42,7 +42,7 @@
 #define SL__CACHELINE 64
 #define SL__GROUP_MAGIC 0x736c6772u /* "slgr" */
 #define SL__GROUP_DEAD 0x64656164u  /* "dead" */
-#define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE)
+#define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE | SL_TRY)
 
 struct sl__reclaim;
 struct sl__node;

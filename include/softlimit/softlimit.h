@@ -248,6 +248,12 @@ enum {
 	SL_FORCE = 1u << 1,     /* must succeed: charge past max, and count the event    */
 	/* SL_FORCE still makes room first as usual (stocks, then reclaim unless
 	 * SL_NORECLAIM); only what does not fit then goes past max. */
+	SL_TRY = 1u << 2,       /* a first try: a failure counts no oom event        */
+	/* SL_TRY is for a caller with another way to go when the charge fails
+	 * (it makes room and charges again, as the jemalloc adapter's hooks
+	 * and their allocation do): events_oom counts charges that failed for
+	 * good, and it is that later charge's to count.  Everything else,
+	 * events_max included, is as without it. */
 };
 
 /**
@@ -263,7 +269,7 @@ enum {
  * Errors: -EINVAL for a NULL @g, unknown flags, or an amount that would
  * overflow a counter (with SL_FORCE or without); -ENOMEM when the charge
  * does not fit under some max (events_max and events_oom count on the group
- * whose max was hit).
+ * whose max was hit; events_oom not with SL_TRY).
  *
  * At max, without SL_NORECLAIM: this thread's idle stock units under the
  * group in the way are given back (other threads' are taken in a round
