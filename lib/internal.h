@@ -42,9 +42,10 @@
 #define SL__CACHELINE 64
 #define SL__GROUP_MAGIC 0x736c6772u /* "slgr" */
 #define SL__GROUP_DEAD 0x64656164u  /* "dead" */
-#define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE)
+#define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE | SL_TRY)
 
 struct sl__reclaim;
+struct sl__node;
 
 /*
  * A group.  Three parts, each on its own cache line(s):
@@ -159,6 +160,9 @@ struct sl__policy {
 	void (*reclaim)(struct sl__reclaim *r);
 	/* The protection the policy grants g now, for sl_group_stats(). */
 	void (*effective)(const sl_group *g, uint64_t *emin, uint64_t *esoft);
+	/* The floor below which no reclaim of v[0]'s subtree takes each group
+	 * of the snapshot v (usages filled in), into v[i].floor. */
+	void (*floors)(struct sl__node *v, size_t n);
 	/* true: a group may not fall below the min of any group on its path
 	 * up to the scope; false: the policy floors groups itself (PROTECTION
 	 * by effective min). */
@@ -435,6 +439,7 @@ struct sl__floor {
 struct sl__reclaim {
 	sl_tree *t;
 	sl_group *scope;
+	const sl_group *end; /* claims are checked from a group up to here, excluded */
 	uint64_t target;
 	uint64_t must;  /* what pass 2 may serve: all of target, or a charge's need without its batch */
 	uint64_t freed;
@@ -448,6 +453,7 @@ uint64_t sl__own_of(const sl_group *g);
 uint64_t sl__soft_of(const sl_group *g);
 uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor, uint64_t within);
 uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must, bool drain);
+uint64_t sl__reclaim_ahead(sl_group *scope, uint64_t target);
 bool sl__pass2_begin(struct sl__reclaim *r);
 void sl__pin(sl_group *g);
 void sl__unpin(sl_group *g);
@@ -477,6 +483,8 @@ struct sl__node *sl__snapshot(sl_tree *t, sl_group *top, size_t *n_out);
 void sl__snapshot_free(struct sl__node *v, size_t n);
 void sl__snapshot_refresh(struct sl__node *v, size_t n);
 uint64_t sl__proportional(struct sl__reclaim *r, sl_group *top, uint64_t amount);
+void sl__floors_min(struct sl__node *v, size_t n);
+uint64_t sl__kept(sl_tree *t, sl_group *top);
 /* victims.c: candidates from the over-soft index, largest excess first */
 struct sl__cand {
 	sl_group *g;

@@ -274,6 +274,12 @@ enum {
 	SL_FORCE = 1u << 1,     /* must succeed: charge past max, and count the event    */
 	/* SL_FORCE still makes room first as usual (stocks, then reclaim unless
 	 * SL_NORECLAIM); only what does not fit then goes past max. */
+	SL_TRY = 1u << 2,       /* a first try: a failure counts no oom event        */
+	/* SL_TRY is for a caller with another way to go when the charge fails
+	 * (it makes room and charges again, as the jemalloc adapter's hooks
+	 * and their allocation do): events_oom counts charges that failed for
+	 * good, and it is that later charge's to count.  Everything else,
+	 * events_max included, is as without it. */
 };
 
 /**
@@ -289,7 +295,7 @@ enum {
  * Errors: -EINVAL for a NULL @g, unknown flags, or an amount that would
  * overflow a counter (with SL_FORCE or without); -ENOMEM when the charge
  * does not fit under some max (events_max and events_oom count on the group
- * whose max was hit).
+ * whose max was hit; events_oom not with SL_TRY).
  *
  * At max, without SL_NORECLAIM: this thread's idle stock units under the
  * group in the way are given back (other threads' are taken in a round
@@ -306,7 +312,13 @@ enum {
  * could not take, or belongs to groups without a callback, or the
  * callbacks freed nothing), and then the OOM handler declined.  Room that
  * another thread's charge took first is no failure while reclaims make
- * progress, and reclaims of other threads in flight are waited for.
+ * progress, and reclaims of other threads in flight are waited for.  A
+ * charge that could not fit even if reclaim freed all it may (every group
+ * kept at its min, or effective min under SL_POLICY_PROTECTION, groups
+ * without a callback holding their charges) reclaims nothing: once the
+ * stocks under the group in the way are given back, it goes straight to
+ * the OOM handler, then fails (or, with SL_FORCE, goes past max), every
+ * group's charges left as they were.
  *
  * Thread-safe and lock-free on every path but the one at max (which takes
  * the stock registry's lock to drain other threads' stocks, and reclaims).
@@ -430,8 +442,13 @@ SL_API int sl_group_set_headroom(sl_group *g, uint64_t headroom);
  * group with a headroom whose usage is above max - headroom is reclaimed
  * down to it, by the tree's policy, from what pass 1 may take only:
  * reclaim ahead of need never takes what the policy grants a group (its
- * soft limit, its protection); charges at max still may, in pass 2.  Returns the units freed (0 for NULL or
- * inside a callback).  Thread-safe; for hosts that run their own loop.
+ * soft limit, its protection): neither the group with the headroom nor any
+ * group above it goes below what sl_group_stats() reports as its emin and
+ * esoft, and the groups below it keep what pass 1 spares them.  So a group
+ * whose grant is above its watermark is left at its grant (rounds then
+ * free nothing); charges at max still may take it, in pass 2.  Returns the
+ * units freed (0 for NULL or inside a callback).  Thread-safe; for hosts
+ * that run their own loop.
  */
 SL_API uint64_t sl_background_reclaim(sl_tree *t);
 
