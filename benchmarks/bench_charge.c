@@ -47,6 +47,7 @@
 #include "charge_lease.h"
 #else
 enum lease_mode { LEASE_NONE, LEASE_MODES = 1 };
+static const char *const lease_mode_names[LEASE_MODES] = { "none" };
 #endif
 
 static bool lease_down; /* --lease-down */
