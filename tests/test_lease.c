@@ -1,0 +1,756 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libsoftlimit-lease in one process (include/softlimit/lease.h): stores by
+ * URL, budgets, join and leave, stats, and leases run by sl_lease_run() on
+ * a thread: shares that follow demand, a deleted budget, a lowered max and
+ * a wiped store.  Every store is a shm: object of its own, unlinked at the
+ * end.  Processes apart are test_lease_shm.c's.
+ */
+#include "lease_helpers.h"
+
+/* ---- stores ---- */
+
+START_TEST(store_open_refuses_bad_urls_and_opts_and_creates_nothing)
+{
+	struct sl_lease_store_opts o;
+	sl_lease_store *s = (sl_lease_store *)&o;
+	char name[64], url[160];
+	int rc;
+
+	lease_name(name, sizeof(name));
+	lease_url(url, sizeof(url), name);
+	ck_assert_int_eq(sl_lease_store_open(NULL, NULL, &s), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_open(url, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_open("", NULL, &s), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_open("shm", NULL, &s), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_open(":x", NULL, &s), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_open("shm:", NULL, &s), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_open("shm:a/b", NULL, &s), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_open("shm:a b", NULL, &s), -EINVAL);
+	ck_assert_int_eq(
+		sl_lease_store_open("shm:0123456789012345678901234567890123456789012345678901234567890123",
+				    NULL, &s),
+		-EINVAL);
+	ck_assert_int_eq(sl_lease_store_open("S!M:x", NULL, &s), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_open("redis://localhost/x", NULL, &s), -EPROTONOSUPPORT);
+	ck_assert_int_eq(sl_lease_store_open("nosuch:x", NULL, &s), -EPROTONOSUPPORT);
+	/* etcd: -EPROTONOSUPPORT without libcurl and jansson, -EINVAL for an
+	 * empty URL with them. */
+	rc = sl_lease_store_open("etcd://", NULL, &s);
+	ck_assert(rc == -EPROTONOSUPPORT || rc == -EINVAL);
+
+	sl_lease_store_opts_init(&o);
+	o.size = 0;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+	sl_lease_store_opts_init(&o);
+	o.timeout_ms = 0;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+	sl_lease_store_opts_init(&o);
+	o.slots = 0;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+	sl_lease_store_opts_init(&o);
+	o.slots = 1u << 30;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+	sl_lease_store_opts_init(&o);
+	o.reserved = 1;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+	sl_lease_store_opts_init(&o);
+	o.node = "a:b";
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+	o.node = "";
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+	ck_assert_ptr_eq(s, (sl_lease_store *)&o);
+	ck_assert(!lease_object_exists(name));
+}
+END_TEST
+
+START_TEST(store_opts_init_sets_the_defaults)
+{
+	struct sl_lease_store_opts o;
+	struct sl_lease_opts lo;
+
+	memset(&o, 0xff, sizeof(o));
+	sl_lease_store_opts_init(&o);
+	ck_assert_uint_eq(o.size, sizeof(o));
+	ck_assert_uint_eq(o.timeout_ms, 1000);
+	ck_assert_uint_eq(o.slots, 256);
+	ck_assert_uint_eq(o.reserved, 0);
+	ck_assert_ptr_null(o.node);
+	sl_lease_store_opts_init(NULL);
+
+	memset(&lo, 0xff, sizeof(lo));
+	sl_lease_opts_init(&lo);
+	ck_assert_uint_eq(lo.size, sizeof(lo));
+	ck_assert_uint_eq(lo.flags, 0);
+	ck_assert_uint_eq(lo.period_ms, 200);
+	ck_assert_uint_eq(lo.ttl_ms, 3000);
+	ck_assert_uint_eq(lo.margin_ms, 1000);
+	ck_assert_uint_eq(lo.idle_ms, 30000);
+	ck_assert_ptr_null(lo.demand);
+	ck_assert_ptr_null(lo.demand_ctx);
+	sl_lease_opts_init(NULL);
+	sl_lease_store_close(NULL);
+	sl_lease_stop(NULL);
+	ck_assert_int_eq(sl_lease_run(NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_leave(NULL), 0);
+	ck_assert_ptr_null(sl_lease_group(NULL));
+}
+END_TEST
+
+START_TEST(two_handles_of_one_name_share_the_store)
+{
+	char name[64];
+	sl_lease_store *a, *b;
+	struct sl_limits lim;
+
+	lease_name(name, sizeof(name));
+	a = lease_open(name, 1000);
+	ck_assert(lease_object_exists(name));
+	b = lease_open(name, 1000);
+	budget_make(a, "x", 100, 0, 0);
+	ck_assert_int_eq(sl_lease_budget_get(b, "x", &lim), 0);
+	ck_assert_uint_eq(lim.max, 100);
+	sl_lease_store_close(a);
+	sl_lease_store_close(b);
+	ck_assert(lease_object_exists(name)); /* it stays for other processes */
+	lease_unlink(name);
+}
+END_TEST
+
+/* ---- budgets ---- */
+
+START_TEST(budget_set_refuses_bad_input_and_changes_nothing)
+{
+	char name[64];
+	sl_lease_store *s;
+	struct sl_limits lim, got;
+	size_t n = 99;
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 1000, 500, 100);
+
+	sl_limits_init(&lim);
+	lim.max = 10;
+	ck_assert_int_eq(sl_lease_budget_set(NULL, "b", &lim), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_set(s, NULL, &lim), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_set(s, "b", NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_set(s, "", &lim), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_set(s, "a/b", &lim), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_set(s, "a b", &lim), -EINVAL);
+	ck_assert_int_eq(
+		sl_lease_budget_set(s, "0123456789012345678901234567890123456789012345678901234567890123",
+				    &lim),
+		-EINVAL);
+	lim.max = 0;
+	ck_assert_int_eq(sl_lease_budget_set(s, "b", &lim), -EINVAL);
+	lim.max = SL_UNLIMITED;
+	ck_assert_int_eq(sl_lease_budget_set(s, "b", &lim), -EINVAL);
+	lim.max = 10;
+	lim.soft = 11;
+	ck_assert_int_eq(sl_lease_budget_set(s, "b", &lim), -EINVAL);
+	lim.soft = 0;
+	lim.min = 11;
+	ck_assert_int_eq(sl_lease_budget_set(s, "b", &lim), -EINVAL);
+	lim.min = 0;
+	lim.high = 5;
+	ck_assert_int_eq(sl_lease_budget_set(s, "b", &lim), -EINVAL);
+
+	ck_assert_int_eq(sl_lease_budget_get(s, "b", &got), 0);
+	ck_assert_uint_eq(got.max, 1000);
+	ck_assert_uint_eq(got.soft, 500);
+	ck_assert_uint_eq(got.min, 100);
+	ck_assert_uint_eq(got.high, SL_UNLIMITED);
+	ck_assert_int_eq(sl_lease_budget_list(s, NULL, 0, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	sl_lease_store_close(s);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(budgets_are_set_read_listed_sorted_and_deleted)
+{
+	char name[64], names[2][SL_LEASE_NAME_MAX];
+	struct sl_lease_participant p[1];
+	sl_lease_store *s;
+	struct sl_limits got;
+	size_t n = 0;
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	ck_assert_int_eq(sl_lease_budget_list(s, names, 2, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	budget_make(s, "zeta", 300, 0, 0);
+	budget_make(s, "alpha:1", 100, 50, 10);
+	budget_make(s, "mid-2.x_y", 200, 0, 0);
+	ck_assert_int_eq(sl_lease_budget_list(s, names, 2, &n), 0);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(names[0], "alpha:1");
+	ck_assert_str_eq(names[1], "mid-2.x_y");
+
+	budget_make(s, "zeta", 400, 100, 0); /* changes it */
+	ck_assert_int_eq(sl_lease_budget_get(s, "zeta", &got), 0);
+	ck_assert_uint_eq(got.max, 400);
+	ck_assert_uint_eq(got.soft, 100);
+
+	ck_assert_int_eq(sl_lease_budget_get(s, "nosuch", &got), -ENOENT);
+	ck_assert_int_eq(sl_lease_budget_get(NULL, "zeta", &got), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_get(s, "zeta", NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_get(s, "bad name", &got), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_delete(s, "nosuch"), -ENOENT);
+	ck_assert_int_eq(sl_lease_budget_delete(NULL, "zeta"), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_delete(s, ""), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_list(NULL, names, 2, &n), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_list(s, names, 2, NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_list(s, NULL, 2, &n), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_participants(s, "nosuch", p, 1, &n), -ENOENT);
+	ck_assert_int_eq(sl_lease_budget_participants(NULL, "zeta", p, 1, &n), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_participants(s, "zeta", NULL, 1, &n), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_participants(s, "zeta", p, 1, NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_budget_participants(s, "zeta", NULL, 0, &n), 0);
+	ck_assert_uint_eq(n, 0);
+
+	ck_assert_int_eq(sl_lease_budget_delete(s, "alpha:1"), 0);
+	ck_assert_int_eq(sl_lease_budget_get(s, "alpha:1", &got), -ENOENT);
+	ck_assert_int_eq(sl_lease_budget_list(s, names, 2, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(names[0], "mid-2.x_y");
+	ck_assert_str_eq(names[1], "zeta");
+	sl_lease_store_close(s);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(a_full_budget_table_is_enospc)
+{
+	struct sl_lease_store_opts o;
+	sl_lease_store *s = NULL;
+	struct sl_limits lim;
+	char name[64], url[160];
+
+	lease_name(name, sizeof(name));
+	lease_url(url, sizeof(url), name);
+	sl_lease_store_opts_init(&o);
+	o.slots = 2;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), 0);
+	budget_make(s, "a", 10, 0, 0);
+	budget_make(s, "b", 10, 0, 0);
+	sl_limits_init(&lim);
+	lim.max = 10;
+	ck_assert_int_eq(sl_lease_budget_set(s, "c", &lim), -ENOSPC);
+	sl_lease_store_close(s);
+	lease_unlink(name);
+}
+END_TEST
+
+/* ---- join and leave ---- */
+
+static uint64_t usage_of_quiet(sl_group *g)
+{
+	struct sl_stats st;
+
+	memset(&st, 0, sizeof(st));
+	sl_group_stats(g, &st);
+	return st.usage;
+}
+
+/* A host that frees what reclaim asks of it: the group's own charges. */
+static uint64_t free_some(sl_group *g, uint64_t target, void *ctx)
+{
+	uint64_t u = usage_of_quiet(g), n = target < u ? target : u;
+
+	(void)ctx;
+	if (n && sl_uncharge(g, n) == 0)
+		return n;
+	return 0;
+}
+
+static sl_group *reclaimable_group(sl_tree *t, const char *name, uint64_t max)
+{
+	struct sl_ops ops = { .reclaim = free_some };
+	struct sl_limits lim;
+	sl_group *g = NULL;
+
+	sl_limits_init(&lim);
+	lim.max = max;
+	ck_assert_int_eq(sl_group_create(sl_tree_root(t), name, &lim, &ops, NULL, &g), 0);
+	return g;
+}
+
+static struct sl_limits limits_of(sl_group *g)
+{
+	struct sl_limits lim;
+
+	ck_assert_int_eq(sl_group_limits(g, &lim), 0);
+	return lim;
+}
+
+static void assert_limits_eq(const struct sl_limits *a, const struct sl_limits *b)
+{
+	ck_assert_uint_eq(a->max, b->max);
+	ck_assert_uint_eq(a->soft, b->soft);
+	ck_assert_uint_eq(a->min, b->min);
+	ck_assert_uint_eq(a->high, b->high);
+}
+
+START_TEST(join_refuses_bad_input_and_changes_nothing)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct sl_lease_opts o;
+	struct sl_limits before;
+	sl_lease *l = (sl_lease *)&o;
+	sl_lease_store *s;
+	sl_tree *t;
+	sl_group *g;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 1000, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", 5000);
+	ck_assert_int_eq(sl_charge(g, 1200, 0), 0);
+	before = limits_of(g);
+
+	ck_assert_int_eq(sl_lease_join(NULL, "b", g, NULL, &l), -EINVAL);
+	ck_assert_int_eq(sl_lease_join(s, NULL, g, NULL, &l), -EINVAL);
+	ck_assert_int_eq(sl_lease_join(s, "b", NULL, NULL, &l), -EINVAL);
+	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_join(s, "b/c", g, NULL, &l), -EINVAL);
+	sl_lease_opts_init(&o);
+	o.size = 4;
+	ck_assert_int_eq(sl_lease_join(s, "b", g, &o, &l), -EINVAL);
+	sl_lease_opts_init(&o);
+	o.flags = 1u << 7;
+	ck_assert_int_eq(sl_lease_join(s, "b", g, &o, &l), -EINVAL);
+	sl_lease_opts_init(&o);
+	o.period_ms = 0;
+	ck_assert_int_eq(sl_lease_join(s, "b", g, &o, &l), -EINVAL);
+	sl_lease_opts_init(&o);
+	o.margin_ms = o.ttl_ms;
+	ck_assert_int_eq(sl_lease_join(s, "b", g, &o, &l), -EINVAL);
+	sl_lease_opts_init(&o);
+	o.ttl_ms = 3600001;
+	ck_assert_int_eq(sl_lease_join(s, "b", g, &o, &l), -EINVAL);
+	sl_lease_opts_init(&o);
+	o.period_ms = o.ttl_ms - o.margin_ms + 1; /* it would lapse between renewals */
+	ck_assert_int_eq(sl_lease_join(s, "b", g, &o, &l), -EINVAL);
+	ck_assert_int_eq(sl_lease_join(s, "nosuch", g, NULL, &l), -ENOENT);
+	/* 1200 used, 1000 in the budget: shrink first. */
+	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, &l), -EBUSY);
+	ck_assert_ptr_eq(l, (sl_lease *)&o);
+	{
+		struct sl_limits after = limits_of(g);
+
+		assert_limits_eq(&before, &after);
+	}
+	ck_assert_uint_eq(lease_parts(s, "b", p), 0);
+	ck_assert_int_eq(sl_uncharge(g, 1200), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(join_applies_the_share_and_leave_restores_the_limits)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct sl_limits orig, lim;
+	struct sl_lease_stats st;
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 1000, 400, 200);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	sl_limits_init(&orig);
+	orig.max = 5000;
+	orig.soft = 3000;
+	orig.min = 100;
+	g = group_new_lim(sl_tree_root(t), "g", &orig);
+	ck_assert_int_eq(sl_charge(g, 300, 0), 0);
+
+	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, &l), 0);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_ptr_eq(sl_lease_group(l), g);
+	/* The first of min 200: floor 200; usage 300: share 300. */
+	st = lease_stats_of(l);
+	ck_assert_int_eq(st.state, SL_LEASE_HELD);
+	ck_assert_uint_eq(st.share, 300);
+	ck_assert_uint_eq(st.floor, 200);
+	ck_assert_uint_eq(st.renewals, 1);
+	ck_assert_int_gt(st.expires_ms, 0);
+	ck_assert_int_le(st.expires_ms, 3000 - 1000);
+	lim = limits_of(g);
+	ck_assert_uint_eq(lim.max, 300);
+	ck_assert_uint_eq(lim.soft, 400 * 300 / 1000);
+	ck_assert_uint_eq(lim.min, 100);
+	ck_assert_uint_eq(lease_parts(s, "b", p), 1);
+	ck_assert_uint_eq(p[0].share, 300);
+	ck_assert_uint_eq(p[0].floor, 200);
+	ck_assert_uint_eq(p[0].usage, 300);
+	ck_assert_int_eq(p[0].state, SL_LEASE_HELD);
+	ck_assert(strncmp(p[0].id, "test:", 5) == 0);
+	ck_assert_int_eq(sl_lease_stats(NULL, &st), -EINVAL);
+	ck_assert_int_eq(sl_lease_stats(l, NULL), -EINVAL);
+
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	lim = limits_of(g);
+	assert_limits_eq(&lim, &orig);
+	ck_assert_uint_eq(lease_parts(s, "b", p), 0);
+	ck_assert_int_eq(sl_uncharge(g, 300), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(a_group_holds_one_lease_and_a_full_store_is_enospc)
+{
+	struct sl_lease_store_opts o;
+	struct sl_lease_participant p[LEASE_MAXP];
+	sl_lease_store *s = NULL, *s2;
+	sl_lease *l = NULL, *l2 = NULL;
+	sl_tree *t;
+	sl_group *g, *h;
+	char name[64], url[160];
+
+	lease_name(name, sizeof(name));
+	lease_url(url, sizeof(url), name);
+	sl_lease_store_opts_init(&o);
+	o.slots = 1;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), 0);
+	s2 = lease_open(name, 1000);
+	budget_make(s, "b", 1000, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	h = group_new(sl_tree_root(t), "h", SL_UNLIMITED);
+	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, &l), 0);
+	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, &l2), -EEXIST);
+	ck_assert_int_eq(sl_lease_join(s2, "b", g, NULL, &l2), -EEXIST);
+	ck_assert_ptr_null(l2);
+	ck_assert_int_eq(sl_lease_join(s2, "b", h, NULL, &l2), -ENOSPC);
+	ck_assert_uint_eq(lease_parts(s, "b", p), 1);
+	ck_assert_uint_eq(limits_of(h).max, SL_UNLIMITED);
+	/* Closing a store leaves its leases. */
+	sl_lease_store_close(s);
+	ck_assert_uint_eq(lease_parts(s2, "b", p), 0);
+	ck_assert_uint_eq(limits_of(g).max, SL_UNLIMITED);
+	ck_assert_int_eq(sl_lease_join(s2, "b", h, NULL, &l2), 0);
+	ck_assert_int_eq(sl_lease_leave(l2), 0);
+	sl_lease_store_close(s2);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+/* ---- the run thread ---- */
+
+struct runner {
+	sl_lease_store *s;
+	pthread_t th;
+	int rc;
+};
+
+static void *run_main(void *arg)
+{
+	struct runner *r = arg;
+
+	r->rc = sl_lease_run(r->s);
+	return NULL;
+}
+
+static void runner_start(struct runner *r, sl_lease_store *s)
+{
+	r->s = s;
+	r->rc = 1;
+	start_thread(&r->th, run_main, r);
+}
+
+static void runner_stop(struct runner *r)
+{
+	sl_lease_stop(r->s);
+	join_thread(r->th);
+	ck_assert_int_eq(r->rc, 0);
+}
+
+
+START_TEST(a_deferred_join_holds_nothing_until_the_run_thread_registers_it)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct sl_lease_opts o;
+	struct runner r;
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	lease_fast_opts(&o);
+	o.flags = SL_LEASE_DEFERRED;
+	/* Deferred: an unknown budget is no error, it is waited for. */
+	ck_assert_int_eq(sl_lease_join(s, "later", g, &o, &l), 0);
+	ck_assert_int_eq(lease_stats_of(l).state, SL_LEASE_JOINING);
+	ck_assert_uint_eq(limits_of(g).max, 0);
+	ck_assert_int_eq(sl_charge(g, 1, SL_NORECLAIM), -ENOMEM);
+	runner_start(&r, s);
+	budget_make(s, "later", 1000, 0, 400);
+	WAIT_FOR(lease_stats_of(l).state == SL_LEASE_HELD, "registration");
+	WAIT_FOR(lease_parts(s, "later", p) == 1 && p[0].share > 0, "a share");
+	ck_assert_uint_ge(lease_stats_of(l).floor, 1);
+	ck_assert_uint_gt(limits_of(g).max, 0);
+	ck_assert_int_eq(sl_charge(g, 1, SL_NORECLAIM), 0);
+	ck_assert_int_eq(sl_uncharge(g, 1), 0);
+	runner_stop(&r);
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+/* ---- shares that follow demand ---- */
+
+enum want { WANT_NOTHING_SAID = 0, WANT_MORE = 1, WANT_IDLE = 2 };
+
+struct part {
+	sl_group *g;
+	sl_lease *l;
+	atomic_int want;
+};
+
+static void demand_hook(sl_lease *l, struct sl_lease_demand *out, void *ctx)
+{
+	struct part *p = ctx;
+
+	(void)l;
+	switch (atomic_load(&p->want)) {
+	case WANT_MORE:
+		out->evicted = 1000;
+		break;
+	case WANT_IDLE:
+		out->idle_ms = UINT64_MAX - 1;
+		break;
+	default:
+		break;
+	}
+}
+
+/* The run thread is inside a lease's period while the test holds the gate. */
+struct gate_hook {
+	atomic_int in_hook;
+	atomic_int open;
+};
+
+static void gate_demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
+{
+	struct gate_hook *gh = ctx;
+
+	(void)l, (void)out;
+	atomic_store(&gh->in_hook, 1);
+	while (!atomic_load(&gh->open))
+		nap_ms(1);
+}
+
+START_TEST(run_is_one_thread_a_store_and_stop_ends_it_now_and_later)
+{
+	struct gate_hook gh;
+	struct sl_lease_opts o;
+	struct runner r;
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 100, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	atomic_init(&gh.in_hook, 0);
+	atomic_init(&gh.open, 0);
+	lease_fast_opts(&o);
+	o.demand = gate_demand;
+	o.demand_ctx = &gh;
+	ck_assert_int_eq(sl_lease_join(s, "b", g, &o, &l), 0);
+	runner_start(&r, s);
+	WAIT_FOR(atomic_load(&gh.in_hook), "the run thread's first period");
+	ck_assert_int_eq(sl_lease_run(s), -EBUSY);
+	atomic_store(&gh.open, 1);
+	runner_stop(&r);
+	ck_assert_int_eq(sl_lease_run(s), 0); /* stopped for good */
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+/* A hungry host fills its share, without evicting its own. */
+static void fill(struct part *p)
+{
+	uint64_t max = limits_of(p->g).max, u = usage_of(p->g);
+
+	if (atomic_load(&p->want) == WANT_MORE && max != SL_UNLIMITED && u < max)
+		(void)sl_charge(p->g, max - u, SL_NORECLAIM);
+}
+
+/* A thread that checks the store's invariant on every snapshot it takes. */
+struct checker {
+	sl_lease_store *s;
+	const char *budget;
+	_Atomic uint64_t max;
+	atomic_bool stop;
+	atomic_ulong samples;
+	pthread_t th;
+};
+
+static void *check_main(void *arg)
+{
+	struct checker *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		struct sl_lease_participant p[LEASE_MAXP];
+		uint64_t sum = 0, max = atomic_load(&c->max);
+		size_t n = 0, i;
+		int rc = sl_lease_budget_participants(c->s, c->budget, p, LEASE_MAXP, &n);
+
+		T_CHECK(rc == 0 || rc == -ENOENT, "participants: %d", rc);
+		for (i = 0; !rc && i < n && i < LEASE_MAXP; i++) {
+			T_CHECK(p[i].usage <= p[i].share, "%s: usage %" PRIu64 " > share %" PRIu64,
+				p[i].id, p[i].usage, p[i].share);
+			sum += p[i].share;
+		}
+		T_CHECK(sum <= max, "the store counts %" PRIu64 " > max %" PRIu64, sum, max);
+		atomic_fetch_add(&c->samples, 1);
+		nap_ms(1);
+	}
+	return NULL;
+}
+
+static void checker_start(struct checker *c, const char *name, const char *budget, uint64_t max)
+{
+	c->s = lease_open(name, 1000);
+	c->budget = budget;
+	atomic_store(&c->max, max);
+	atomic_store(&c->stop, false);
+	atomic_store(&c->samples, 0);
+	start_thread(&c->th, check_main, c);
+}
+
+static void checker_stop(struct checker *c)
+{
+	ck_assert_uint_gt(atomic_load(&c->samples), 0);
+	atomic_store(&c->stop, true);
+	join_thread(c->th);
+	sl_lease_store_close(c->s);
+	ASSERT_NO_THREAD_FAILURE();
+}
+
+static void shares_follow_demand(int n)
+{
+	struct part parts[3];
+	struct sl_lease_opts o;
+	struct checker chk;
+	struct runner r;
+	sl_lease_store *s;
+	sl_tree *t;
+	char name[64], gname[8];
+	int i, hot;
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 3000, 0, 300);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	lease_fast_opts(&o);
+	o.demand = demand_hook;
+	for (i = 0; i < n; i++) {
+		snprintf(gname, sizeof(gname), "g%d", i);
+		parts[i].g = reclaimable_group(t, gname, SL_UNLIMITED);
+		atomic_init(&parts[i].want, WANT_IDLE);
+		o.demand_ctx = &parts[i];
+		ck_assert_int_eq(sl_lease_join(s, "b", parts[i].g, &o, &parts[i].l), 0);
+	}
+	checker_start(&chk, name, "b", 3000);
+	runner_start(&r, s);
+	/* The hot one moves: each in turn gets most of the budget. */
+	for (hot = 0; hot < n; hot++) {
+		for (i = 0; i < n; i++)
+			atomic_store(&parts[i].want, i == hot ? WANT_MORE : WANT_IDLE);
+		WAIT_FOR((fill(&parts[hot]), lease_stats_of(parts[hot].l).share >= 3000 * 3 / 4),
+			 "the hot participant's share");
+		ck_assert_uint_eq(usage_of(parts[hot].g), limits_of(parts[hot].g).max);
+	}
+	runner_stop(&r);
+	checker_stop(&chk);
+	for (i = 0; i < n; i++) {
+		struct sl_lease_stats st = lease_stats_of(parts[i].l);
+
+		ck_assert_uint_gt(st.grants, 0);
+		ck_assert_uint_le(usage_of(parts[i].g), st.share);
+		ck_assert_uint_ge(st.floor, 1);
+		/* Each was hot and then not: its share grew, then shrank. */
+		ck_assert_uint_gt(st.shrinks, 0);
+		ck_assert_int_eq(sl_lease_leave(parts[i].l), 0);
+		if (usage_of(parts[i].g))
+			ck_assert_int_eq(sl_uncharge(parts[i].g, usage_of(parts[i].g)), 0);
+	}
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+
+START_TEST(two_participants_shares_follow_demand_within_max)
+{
+	shares_follow_demand(2);
+}
+END_TEST
+
+START_TEST(three_participants_shares_follow_demand_within_max)
+{
+	shares_follow_demand(3);
+}
+END_TEST
+
+static Suite *lease_suite(void)
+{
+	Suite *s = suite_create("lease");
+	TCase *tc = tcase_create("lease");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, store_open_refuses_bad_urls_and_opts_and_creates_nothing);
+	tcase_add_test(tc, store_opts_init_sets_the_defaults);
+	tcase_add_test(tc, two_handles_of_one_name_share_the_store);
+	tcase_add_test(tc, budget_set_refuses_bad_input_and_changes_nothing);
+	tcase_add_test(tc, budgets_are_set_read_listed_sorted_and_deleted);
+	tcase_add_test(tc, a_full_budget_table_is_enospc);
+	tcase_add_test(tc, join_refuses_bad_input_and_changes_nothing);
+	tcase_add_test(tc, join_applies_the_share_and_leave_restores_the_limits);
+	tcase_add_test(tc, a_group_holds_one_lease_and_a_full_store_is_enospc);
+	tcase_add_test(tc, run_is_one_thread_a_store_and_stop_ends_it_now_and_later);
+	tcase_add_test(tc, a_deferred_join_holds_nothing_until_the_run_thread_registers_it);
+	tcase_add_test(tc, two_participants_shares_follow_demand_within_max);
+	tcase_add_test(tc, three_participants_shares_follow_demand_within_max);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(lease_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
