@@ -721,6 +721,178 @@ START_TEST(three_participants_shares_follow_demand_within_max)
 }
 END_TEST
 
+/* ---- budgets that change under live leases ---- */
+
+static uint64_t parts_sum(sl_lease_store *s, const char *budget)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	size_t i, n = lease_parts(s, budget, p);
+	uint64_t sum = 0;
+
+	for (i = 0; i < n; i++)
+		sum += p[i].share;
+	return sum;
+}
+
+START_TEST(a_deleted_budget_orphans_the_lease_with_its_share_frozen_until_set_again)
+{
+	struct part a = { .want = WANT_NOTHING_SAID };
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct sl_lease_opts o;
+	struct sl_lease_stats st;
+	struct runner r;
+	sl_lease_store *s;
+	sl_tree *t;
+	uint64_t frozen;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 1000, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	a.g = reclaimable_group(t, "a", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(a.g, 400, 0), 0);
+	lease_fast_opts(&o);
+	o.demand = demand_hook;
+	o.demand_ctx = &a;
+	ck_assert_int_eq(sl_lease_join(s, "b", a.g, &o, &a.l), 0);
+	runner_start(&r, s);
+	WAIT_FOR(lease_stats_of(a.l).renewals >= 3, "renewals");
+
+	ck_assert_int_eq(sl_lease_budget_delete(s, "b"), 0);
+	WAIT_FOR(lease_stats_of(a.l).state == SL_LEASE_ORPHANED, "the orphaned state");
+	st = lease_stats_of(a.l);
+	frozen = limits_of(a.g).max;
+	ck_assert_uint_eq(st.share, frozen);
+	ck_assert_uint_ge(frozen, 400);
+	ck_assert_int_lt(st.expires_ms, 0);
+	ck_assert_uint_eq(st.fences, 0);
+
+	/* Set again, smaller than its usage: it shrinks to the room, then
+	 * claims what it holds. */
+	budget_make(s, "b", 300, 0, 0);
+	WAIT_FOR(lease_stats_of(a.l).state == SL_LEASE_HELD, "the rejoin");
+	ck_assert_uint_le(usage_of(a.g), 300);
+	ck_assert_uint_eq(lease_parts(s, "b", p), 1);
+	lease_check_parts(p, 1, 300);
+	runner_stop(&r);
+	ck_assert_int_eq(sl_lease_leave(a.l), 0);
+	ck_assert_int_eq(sl_uncharge(a.g, usage_of(a.g)), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(a_lowered_max_shrinks_shares_and_grants_room_only_after_reports)
+{
+	struct part a = { .want = WANT_NOTHING_SAID }, b = { .want = WANT_MORE };
+	struct sl_lease_opts o;
+	struct sl_lease_stats sa, sb;
+	struct checker chk;
+	struct runner r;
+	sl_lease_store *s;
+	sl_tree *t;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 1000, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	/* a's host frees nothing when asked: only its own uncharge lowers it. */
+	a.g = group_new(sl_tree_root(t), "a", SL_UNLIMITED);
+	b.g = reclaimable_group(t, "b", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(a.g, 600, 0), 0);
+	lease_fast_opts(&o);
+	o.demand = demand_hook;
+	o.demand_ctx = &a;
+	ck_assert_int_eq(sl_lease_join(s, "b", a.g, &o, &a.l), 0);
+	o.demand_ctx = &b;
+	ck_assert_int_eq(sl_lease_join(s, "b", b.g, &o, &b.l), 0);
+	runner_start(&r, s);
+	WAIT_FOR((fill(&b), parts_sum(s, "b") == 1000 && usage_of(b.g) >= 300), "b's growth");
+
+	budget_make(s, "b", 500, 0, 0);
+	/* a lowers its max at once, but still holds 600: it reports 600, so
+	 * no room is granted to b. */
+	WAIT_FOR(limits_of(a.g).max < 600, "a's lowered max");
+	sb = lease_stats_of(b.l);
+	sa = lease_stats_of(a.l);
+	WAIT_FOR(lease_stats_of(a.l).renewals >= sa.renewals + 5, "a's reports");
+	WAIT_FOR(lease_stats_of(b.l).renewals >= sb.renewals + 5, "b's renewals");
+	ck_assert_uint_eq(lease_stats_of(b.l).grants, sb.grants);
+	ck_assert_uint_eq(lease_stats_of(a.l).usage, 600);
+	ck_assert_uint_le(lease_stats_of(b.l).share, sb.share);
+
+	/* a's host frees: its report makes room, and b gets it. */
+	ck_assert_int_eq(sl_uncharge(a.g, 500), 0);
+	WAIT_FOR(parts_sum(s, "b") <= 500, "the shares within the new max");
+	checker_start(&chk, name, "b", 500);
+	WAIT_FOR((fill(&b), lease_stats_of(b.l).grants > sb.grants), "a grant to b");
+	WAIT_FOR((fill(&b), usage_of(b.g) >= 300), "b's usage");
+	runner_stop(&r);
+	checker_stop(&chk);
+	ck_assert_uint_le(usage_of(a.g) + usage_of(b.g), 500);
+	ck_assert_int_eq(sl_lease_leave(a.l), 0);
+	ck_assert_int_eq(sl_lease_leave(b.l), 0);
+	ck_assert_int_eq(sl_uncharge(a.g, usage_of(a.g)), 0);
+	ck_assert_int_eq(sl_uncharge(b.g, usage_of(b.g)), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(a_wiped_store_fences_holders_to_their_floor_and_they_rejoin)
+{
+	struct part a = { .want = WANT_MORE };
+	struct sl_lease_opts o;
+	struct sl_lease_stats st;
+	struct runner r;
+	sl_lease_store *s, *s2;
+	sl_tree *t;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 1000, 0, 400);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	a.g = reclaimable_group(t, "a", SL_UNLIMITED);
+	lease_fast_opts(&o);
+	o.demand = demand_hook;
+	o.demand_ctx = &a;
+	ck_assert_int_eq(sl_lease_join(s, "b", a.g, &o, &a.l), 0);
+	ck_assert_uint_eq(lease_stats_of(a.l).floor, 400);
+	runner_start(&r, s);
+	WAIT_FOR((fill(&a), usage_of(a.g) > 400), "a's growth above its floor");
+	atomic_store(&a.want, WANT_NOTHING_SAID);
+
+	/* Wiped: the name is another object, with no budget yet. */
+	lease_unlink(name);
+	s2 = lease_open(name, 1000);
+	WAIT_FOR(lease_stats_of(a.l).store_resets == 1, "the reset");
+	st = lease_stats_of(a.l);
+	ck_assert_int_eq(st.state, SL_LEASE_FENCED);
+	ck_assert_uint_eq(st.fences, 1);
+	ck_assert_uint_eq(limits_of(a.g).max, 400);
+	ck_assert_uint_le(usage_of(a.g), 400);
+
+	budget_make(s2, "b", 1000, 0, 400);
+	WAIT_FOR(lease_stats_of(a.l).state == SL_LEASE_HELD, "the rejoin");
+	ck_assert_uint_eq(lease_stats_of(a.l).store_resets, 1);
+	ck_assert_uint_le(usage_of(a.g), lease_stats_of(a.l).share);
+	lease_check(s2, "b", 1000);
+	runner_stop(&r);
+	ck_assert_int_eq(sl_lease_leave(a.l), 0);
+	if (usage_of(a.g))
+		ck_assert_int_eq(sl_uncharge(a.g, usage_of(a.g)), 0);
+	sl_lease_store_close(s);
+	sl_lease_store_close(s2);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
 static Suite *lease_suite(void)
 {
 	Suite *s = suite_create("lease");
@@ -740,6 +912,9 @@ static Suite *lease_suite(void)
 	tcase_add_test(tc, a_deferred_join_holds_nothing_until_the_run_thread_registers_it);
 	tcase_add_test(tc, two_participants_shares_follow_demand_within_max);
 	tcase_add_test(tc, three_participants_shares_follow_demand_within_max);
+	tcase_add_test(tc, a_deleted_budget_orphans_the_lease_with_its_share_frozen_until_set_again);
+	tcase_add_test(tc, a_lowered_max_shrinks_shares_and_grants_room_only_after_reports);
+	tcase_add_test(tc, a_wiped_store_fences_holders_to_their_floor_and_they_rejoin);
 	suite_add_tcase(s, tc);
 	return s;
 }
