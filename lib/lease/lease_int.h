@@ -58,10 +58,13 @@ int64_t sl__lease_now_ns(void);
 
 /*
  * Test hooks of the shm store (tests/test_lease_shm.c): take the store's
- * mutex and keep it (-EINVAL for another store); scribble what a crash in
- * the middle of a write leaves and _exit() with the mutex held.
+ * mutex and keep it (-EINVAL for another store); the budgets and slots in
+ * use as the header keeps them and as the tables count them; scribble what
+ * a crash in the middle of a write leaves and _exit() with the mutex held.
  */
 int sl__lease_shm_test_lock(sl_lease_store *s);
+/* The totals kept beside the tables, and what the tables say they are. */
+int sl__lease_shm_test_totals(sl_lease_store *s, uint32_t kept[2], uint32_t counted[2]);
 void sl__lease_shm_test_crash_locked(sl_lease_store *s) __attribute__((noreturn));
 
 #endif /* SL_LEASE_INT_H */

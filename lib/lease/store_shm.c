@@ -864,6 +864,28 @@ int sl__lease_shm_test_lock(sl_lease_store *s)
 	return s->ops == &sl__lease_store_shm ? enter(s->state) : -EINVAL;
 }
 
+int sl__lease_shm_test_totals(sl_lease_store *s, uint32_t kept[2], uint32_t counted[2])
+{
+	struct shm_state *st = s->state;
+	uint32_t i;
+	int rc;
+
+	if (s->ops != &sl__lease_store_shm)
+		return -EINVAL;
+	rc = enter(st);
+	if (rc)
+		return rc;
+	kept[0] = st->h->budgets_used;
+	kept[1] = st->h->slots_used;
+	counted[0] = counted[1] = 0;
+	for (i = 0; i < st->h->nbudgets; i++)
+		counted[0] += bcur(&budgets(st->h)[i])->used != 0;
+	for (i = 0; i < st->h->nslots; i++)
+		counted[1] += scur(&slots(st->h)[i])->used != 0;
+	unlock(st);
+	return 0;
+}
+
 void sl__lease_shm_test_crash_locked(sl_lease_store *s)
 {
 	struct shm_state *st = s->state;
