@@ -893,6 +893,147 @@ START_TEST(a_wiped_store_fences_holders_to_their_floor_and_they_rejoin)
 }
 END_TEST
 
+/* ---- threads with stocks: the group-level promise ---- */
+
+/* A host whose threads charge and free a group's memory, and whose reclaim
+ * callback frees from the same account, so no unit is freed twice. */
+struct host {
+	sl_group *g;
+	_Atomic uint64_t held;
+	struct part *part;
+	atomic_bool stop;
+	uint64_t seed;
+};
+
+static uint64_t take(_Atomic uint64_t *held, uint64_t want)
+{
+	uint64_t cur = atomic_load(held), n;
+
+	do {
+		n = want < cur ? want : cur;
+	} while (n && !atomic_compare_exchange_weak(held, &cur, cur - n));
+	return n;
+}
+
+static uint64_t host_reclaim(sl_group *g, uint64_t target, void *ctx)
+{
+	struct host *h = ctx;
+	uint64_t n = take(&h->held, target);
+
+	if (n && sl_uncharge(g, n) != 0)
+		return 0;
+	return n;
+}
+
+static void *host_main(void *arg)
+{
+	struct host *h = arg;
+	uint64_t rng = h->seed;
+
+	while (!atomic_load(&h->stop)) {
+		uint64_t n = rng_range(&rng, 1, 4096);
+
+		if (atomic_load(&h->part->want) == WANT_MORE && rng_range(&rng, 0, 3)) {
+			if (sl_charge(h->g, n, SL_NORECLAIM) == 0)
+				atomic_fetch_add(&h->held, n);
+		} else {
+			n = take(&h->held, n);
+			T_CHECK(!n || sl_uncharge(h->g, n) == 0, "uncharge %" PRIu64, n);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(threads_with_stocks_never_take_the_sum_past_max_while_shares_move)
+{
+	enum { MAX = 1000000, NT = 2 };
+	struct part parts[2];
+	struct host hosts[2][NT];
+	pthread_t th[2][NT];
+	struct sl_lease_opts o;
+	struct checker chk;
+	struct runner r;
+	struct sl_stats ps;
+	sl_lease_store *s;
+	sl_tree *t;
+	sl_group *parent;
+	char name[64];
+	int i, j, round;
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", MAX, 0, MAX / 10);
+	/* Stocks on (the default batch); the parent has no max of its own: its
+	 * counter is the sum of the two, and its peak the highest sum seen. */
+	t = tree_new(0, SL_UNLIMITED);
+	parent = group_new(sl_tree_root(t), "p", SL_UNLIMITED);
+	lease_fast_opts(&o);
+	o.demand = demand_hook;
+	for (i = 0; i < 2; i++) {
+		struct sl_ops ops = { .reclaim = host_reclaim };
+		struct sl_limits lim;
+		char gname[4] = { 'g', (char)('0' + i), 0 };
+
+		sl_limits_init(&lim);
+		atomic_init(&parts[i].want, i == 0 ? WANT_MORE : WANT_IDLE);
+		/* hosts[i][0] is the account the reclaim callback frees from. */
+		ck_assert_int_eq(sl_group_create(parent, gname, &lim, &ops, &hosts[i][0], &parts[i].g), 0);
+		for (j = 0; j < NT; j++) {
+			hosts[i][j].g = parts[i].g;
+			atomic_init(&hosts[i][j].held, 0);
+			hosts[i][j].part = &parts[i];
+			atomic_init(&hosts[i][j].stop, false);
+			hosts[i][j].seed = (uint64_t)(i * NT + j + 1) * 0x9e3779b97f4a7c15ull;
+		}
+		o.demand_ctx = &parts[i];
+		ck_assert_int_eq(sl_lease_join(s, "b", parts[i].g, &o, &parts[i].l), 0);
+	}
+	checker_start(&chk, name, "b", MAX);
+	runner_start(&r, s);
+	/* Only the first thread of each host frees through reclaim; the other
+	 * charges and frees its own. */
+	for (i = 0; i < 2; i++)
+		for (j = 0; j < NT; j++)
+			start_thread(&th[i][j], host_main, &hosts[i][j]);
+	for (round = 0; round < 4; round++) {
+		int hot = round % 2;
+
+		atomic_store(&parts[hot].want, WANT_MORE);
+		atomic_store(&parts[!hot].want, WANT_IDLE);
+		WAIT_FOR(lease_stats_of(parts[hot].l).share >= MAX * 3 / 4 &&
+				 usage_of(parts[hot].g) >= MAX / 2,
+			 "the hot group's share and usage");
+	}
+	for (i = 0; i < 2; i++)
+		for (j = 0; j < NT; j++)
+			atomic_store(&hosts[i][j].stop, true);
+	for (i = 0; i < 2; i++)
+		for (j = 0; j < NT; j++)
+			join_thread(th[i][j]);
+	runner_stop(&r);
+	checker_stop(&chk);
+	ps = stats_of(parent);
+	ck_assert_msg(ps.peak <= MAX, "the sum of the groups reached %" PRIu64 " > max %d", ps.peak,
+		      MAX);
+	for (i = 0; i < 2; i++) {
+		struct sl_stats gs = stats_of(parts[i].g);
+		uint64_t left = 0;
+
+		ck_assert_uint_le(gs.usage + gs.stocked, lease_stats_of(parts[i].l).share);
+		ck_assert_int_eq(sl_lease_leave(parts[i].l), 0);
+		for (j = 0; j < NT; j++)
+			left += atomic_load(&hosts[i][j].held);
+		ck_assert_uint_eq(left, gs.usage);
+		if (left)
+			ck_assert_int_eq(sl_uncharge(parts[i].g, left), 0);
+	}
+	ASSERT_NO_THREAD_FAILURE();
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
 static Suite *lease_suite(void)
 {
 	Suite *s = suite_create("lease");
@@ -915,6 +1056,7 @@ static Suite *lease_suite(void)
 	tcase_add_test(tc, a_deleted_budget_orphans_the_lease_with_its_share_frozen_until_set_again);
 	tcase_add_test(tc, a_lowered_max_shrinks_shares_and_grants_room_only_after_reports);
 	tcase_add_test(tc, a_wiped_store_fences_holders_to_their_floor_and_they_rejoin);
+	tcase_add_test(tc, threads_with_stocks_never_take_the_sum_past_max_while_shares_move);
 	suite_add_tcase(s, tc);
 	return s;
 }
