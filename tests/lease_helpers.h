@@ -155,4 +155,20 @@ static inline void nap_ms(long ms)
 		}                                                                             \
 	} while (0)
 
+static inline struct sl_limits limits_of(sl_group *g)
+{
+	struct sl_limits lim;
+
+	ck_assert_int_eq(sl_group_limits(g, &lim), 0);
+	return lim;
+}
+
+static inline void assert_limits_eq(const struct sl_limits *a, const struct sl_limits *b)
+{
+	ck_assert_uint_eq(a->max, b->max);
+	ck_assert_uint_eq(a->soft, b->soft);
+	ck_assert_uint_eq(a->min, b->min);
+	ck_assert_uint_eq(a->high, b->high);
+}
+
 #endif /* SL_TESTS_LEASE_HELPERS_H */

@@ -35,14 +35,6 @@ struct ctl {
 	struct child_ctl c[NCHILD];
 };
 
-static uint64_t limits_of_max(sl_group *g)
-{
-	struct sl_limits lim;
-
-	ck_assert_int_eq(sl_group_limits(g, &lim), 0);
-	return lim.max;
-}
-
 static struct ctl *ctl_new(void)
 {
 	struct ctl *c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -454,7 +446,7 @@ START_TEST(a_mutex_held_by_a_stopped_process_times_out_and_holders_fence)
 	lim.max = 10;
 	ck_assert_int_eq(sl_lease_budget_set(s, "x", &lim), -ETIMEDOUT);
 	ck_assert_int_eq(sl_lease_join(s, c->budget, h, NULL, &l), -ETIMEDOUT);
-	ck_assert_uint_eq(limits_of_max(h), SL_UNLIMITED);
+	ck_assert_uint_eq(limits_of(h).max, SL_UNLIMITED);
 	/* The holder cannot renew: it falls to its floor once its own view ends. */
 	WAIT_FOR(lease_stats_of(l).state == SL_LEASE_FENCED, "the fence");
 	st = lease_stats_of(l);
