@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Leases: join, leave, stats, and what the run thread's step (lease_run.c)
+ * builds on: registering a record, applying a share to the group, falling
+ * to the floor (the protocol of lease.h's "Safety").
+ *
+ * The order of two things carries the whole promise, so it is said once
+ * here: a share that shrinks is lowered on the group BEFORE the store hears
+ * of it (and what the store then counts is at least the usage read after
+ * lowering); a share that grows is raised on the group only AFTER the store
+ * has granted it.  A floor follows the same rule.  So at every instant the
+ * store counts at least what each group may hold.
+ */
+#include "lease_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every lease of the process, so that a group joins one budget at most. */
+static pthread_mutex_t leased_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sl_lease *leased;
+
+/* A join tries this many times when other grows keep winning the compare. */
+#define JOIN_TRIES 8
+/* The longest ttl a lease may ask for: one hour. */
+#define TTL_MAX_MS 3600000u
+
+void sl__lease_publish(struct sl_lease *l)
+{
+	sl_lease_store *s = l->s;
+
+	pthread_mutex_lock(&s->stat_lock);
+	l->pub = l->counts;
+	l->pub.share = l->applied;
+	l->pub.floor = l->floor;
+	l->pub.usage = l->usage;
+	l->pub.demand = l->demand;
+	l->pub.state = l->state;
+	l->pub_expiry_ns = l->expiry_ns;
+	l->pub_registered = l->registered;
+	pthread_mutex_unlock(&s->stat_lock);
+}
+
+void sl__lease_group_read(sl_group *g, uint64_t *counter, uint64_t *events_max)
+{
+	struct sl_stats st;
+
+	memset(&st, 0, sizeof(st));
+	sl_group_stats(g, &st);
+	/* Units in stocks are charged to the group: they count as held. */
+	*counter = sat_add(st.usage, st.stocked);
+	if (events_max)
+		*events_max = st.events_max;
+}
+
+/* Make the group's limits follow @share: its max (never above its own max
+ * at join), its part of the budget's soft, its min where it still fits. */
+int sl__lease_apply(struct sl_lease *l, uint64_t share)
+{
+	struct sl_limits lim = l->orig;
+	uint64_t soft = 0;
+	int rc;
+
+	lim.max = min_u64(share, l->orig.max);
+	if (l->blim.max && l->blim.soft)
+		soft = (uint64_t)((unsigned __int128)l->blim.soft * share / l->blim.max);
+	lim.soft = min_u64(soft, lim.max);
+	lim.min = min_u64(l->orig.min, lim.max);
+	rc = sl_group_set_limits(l->g, &lim);
+	/* -EBUSY: the new max is in force, reclaim did not reach it yet; the
+	 * group's usage is read after this and reported as it is. */
+	if (rc == -EBUSY)
+		rc = 0;
+	if (!rc)
+		l->applied = share;
+	return rc;
+}
+
+/* Our own view of the lease ended (or the store lost us): fall to the floor. */
+void sl__lease_fence(struct sl_lease *l)
+{
+	if (l->state == SL_LEASE_FENCED && l->applied <= l->floor)
+		return;
+	sl__lease_apply(l, min_u64(l->applied, l->floor));
+	l->state = SL_LEASE_FENCED;
+	l->counts.fences++;
+}
+
+/* What the store counts for everyone but @id, and how many of them are live. */
+uint64_t sl__lease_counted_others(const struct sl__lease_view *v, const char *id, size_t *nlive)
+{
+	uint64_t sum = 0;
+	size_t i, n = 0;
+
+	for (i = 0; i < v->n; i++) {
+		if (!strncmp(v->recs[i].id, id, SL_LEASE_ID_MAX))
+			continue;
+		sum = sat_add(sum, sl__lease_rec_counted(&v->recs[i]));
+		n += live(&v->recs[i]);
+	}
+	if (nlive)
+		*nlive = n;
+	return sum;
+}
+
+/*
+ * Register (join, or rejoin after a deletion or a wipe): a record holding
+ * the group's usage, or its floor if more, from the room no one holds.
+ * -EBUSY (with *@free set) when that does not fit.
+ */
+int sl__lease_register(struct sl_lease *l, const struct sl__lease_view *v, uint64_t *free_out)
+{
+	struct sl__lease_rec rec;
+	size_t n;
+	uint64_t others = sl__lease_counted_others(v, l->id, &n), free, floor0, held0, c;
+	int64_t sent;
+	int rc;
+
+	free = v->limits.max > others ? v->limits.max - others : 0;
+	if (free_out)
+		*free_out = free;
+	floor0 = min_u64(v->limits.min / (n + 1), free);
+	sl__lease_group_read(l->g, &c, &l->events_max);
+	held0 = max_u64(floor0, c);
+	if (held0 > free)
+		return -EBUSY;
+	memset(&rec, 0, sizeof(rec));
+	memcpy(rec.id, l->id, sizeof(rec.id));
+	rec.held = held0;
+	rec.floor = floor0;
+	rec.usage = c;
+	rec.demand = c;
+	sent = sl__lease_now_ns();
+	rc = sl__store_write(l->s, l->budget, &rec, l->opts.ttl_ms, true, v->version, v->incarnation);
+	if (rc)
+		return rc;
+	l->registered = true;
+	l->incarnation = v->incarnation;
+	l->held = held0;
+	l->floor = floor0;
+	l->usage = c;
+	l->demand = c;
+	l->blim = v->limits;
+	l->expiry_ns = sent + ((int64_t)l->opts.ttl_ms - (int64_t)l->opts.margin_ms) * NS_PER_MS;
+	return 0;
+}
+
+/* ---- the public calls ---- */
+
+void sl_lease_opts_init(struct sl_lease_opts *opts)
+{
+	if (!opts)
+		return;
+	memset(opts, 0, sizeof(*opts));
+	opts->size = sizeof(*opts);
+	opts->period_ms = 200;
+	opts->ttl_ms = 3000;
+	opts->margin_ms = 1000;
+	opts->idle_ms = 30000;
+}
+
+static int opts_ok(const struct sl_lease_opts *o)
+{
+	if (o->size != sizeof(*o) || (o->flags & ~(uint32_t)SL_LEASE_DEFERRED))
+		return -EINVAL;
+	if (o->period_ms == 0 || o->ttl_ms > TTL_MAX_MS || o->margin_ms >= o->ttl_ms)
+		return -EINVAL;
+	/* A period longer than the lease's own view would let it lapse
+	 * between every two renewals. */
+	if (o->period_ms > o->ttl_ms - o->margin_ms)
+		return -EINVAL;
+	return 0;
+}
+
+static int claim_group(struct sl_lease *l)
+{
+	struct sl_lease *p;
+
+	pthread_mutex_lock(&leased_lock);
+	for (p = leased; p; p = p->gnext) {
+		if (p->g == l->g) {
+			pthread_mutex_unlock(&leased_lock);
+			return -EEXIST;
+		}
+	}
+	l->gnext = leased;
+	leased = l;
+	pthread_mutex_unlock(&leased_lock);
+	return 0;
+}
+
+static void release_group(struct sl_lease *l)
+{
+	struct sl_lease **pp;
+
+	pthread_mutex_lock(&leased_lock);
+	for (pp = &leased; *pp; pp = &(*pp)->gnext) {
+		if (*pp == l) {
+			*pp = l->gnext;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&leased_lock);
+}
+
+/* Register at once, on the caller's thread. */
+static int join_now(struct sl_lease *l)
+{
+	struct sl__lease_view v;
+	int rc = -EAGAIN, i;
+
+	for (i = 0; i < JOIN_TRIES && rc == -EAGAIN; i++) {
+		rc = sl__store_read(l->s, l->budget, &v);
+		if (rc)
+			return rc;
+		rc = sl__lease_register(l, &v, NULL);
+		sl__lease_view_free(&v);
+	}
+	if (rc)
+		return rc;
+	rc = sl__lease_apply(l, l->held);
+	if (rc) {
+		sl__store_remove(l->s, l->budget, l->id);
+		l->registered = false;
+		return rc;
+	}
+	l->state = SL_LEASE_HELD;
+	l->counts.renewals++;
+	return 0;
+}
+
+int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
+		  const struct sl_lease_opts *opts, sl_lease **out)
+{
+	struct sl_lease *l;
+	int rc;
+
+	if (!s || !g || !out || !sl__lease_name_ok(budget))
+		return -EINVAL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	if (opts)
+		l->opts = *opts;
+	else
+		sl_lease_opts_init(&l->opts);
+	rc = opts_ok(&l->opts);
+	if (rc)
+		goto fail;
+	l->s = s;
+	l->g = g;
+	snprintf(l->budget, sizeof(l->budget), "%s", budget);
+	rc = sl_group_limits(g, &l->orig);
+	if (rc)
+		goto fail;
+	rc = claim_group(l);
+	if (rc)
+		goto fail;
+	rc = sl__store_make_id(s, l->id);
+	if (rc)
+		goto fail_release;
+
+	pthread_mutex_lock(&s->lock);
+	l->state = SL_LEASE_JOINING;
+	if (l->opts.flags & SL_LEASE_DEFERRED) {
+		/* Nothing is ours until the run thread registers us. */
+		rc = sl__lease_apply(l, 0);
+	} else {
+		rc = join_now(l);
+	}
+	if (rc) {
+		pthread_mutex_unlock(&s->lock);
+		goto fail_release;
+	}
+	l->next_ns = sl__lease_now_ns();
+	l->next = s->leases;
+	s->leases = l;
+	sl__lease_publish(l);
+	pthread_mutex_unlock(&s->lock);
+	*out = l;
+	return 0;
+
+fail_release:
+	release_group(l);
+fail:
+	free(l);
+	return rc;
+}
+
+int sl_lease_leave(sl_lease *l)
+{
+	sl_lease_store *s;
+	struct sl_lease **pp;
+	int rc = 0;
+
+	if (!l)
+		return 0;
+	s = l->s;
+	pthread_mutex_lock(&s->lock);
+	for (pp = &s->leases; *pp; pp = &(*pp)->next) {
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	}
+	/* The record first: once the group's limits are back, what it holds
+	 * must no longer be promised to the budget. */
+	if (l->registered) {
+		rc = sl__store_remove(s, l->budget, l->id);
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (sl_group_set_limits(l->g, &l->orig) == -EINVAL && !rc)
+		rc = -EINVAL;
+	pthread_mutex_unlock(&s->lock);
+	release_group(l);
+	free(l);
+	return rc;
+}
+
+void sl__lease_leave_all(sl_lease_store *s)
+{
+	for (;;) {
+		struct sl_lease *l;
+
+		pthread_mutex_lock(&s->lock);
+		l = s->leases;
+		pthread_mutex_unlock(&s->lock);
+		if (!l)
+			return;
+		sl_lease_leave(l);
+	}
+}
+
+int sl_lease_stats(const sl_lease *l, struct sl_lease_stats *out)
+{
+	sl_lease_store *s;
+	int64_t left;
+
+	if (!l || !out)
+		return -EINVAL;
+	s = l->s;
+	pthread_mutex_lock(&s->stat_lock);
+	*out = l->pub;
+	left = l->pub_expiry_ns - sl__lease_now_ns();
+	if (!l->pub_registered)
+		out->expires_ms = -1;
+	else
+		out->expires_ms = left > 0 ? left / NS_PER_MS : left / NS_PER_MS - 1;
+	pthread_mutex_unlock(&s->stat_lock);
+	return 0;
+}
+
+sl_group *sl_lease_group(const sl_lease *l)
+{
+	return l ? l->g : NULL;
+}
