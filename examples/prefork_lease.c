@@ -6,11 +6,13 @@
  * The parent opens the store "shm:prefork-PID", sets the budget "tenant" (8
  * MiB in all, 1 MiB of floors) and forks three workers.  Each worker has its
  * own tree with a group "tenant", joins the budget with it, gives the lease
- * library a thread (sl_lease_run()), and stores items: worker 0 gets most of
- * the traffic at first, worker 2 later.  The group's max is the worker's
- * share; at its share the worker evicts its oldest items, and its demand
- * hook reports those evictions, so the share follows the traffic.  The
- * parent prints the shares as the store sees them, once a second.
+ * library a thread (sl_lease_run()), and serves reads of 4 KiB items,
+ * storing each item that misses.  Worker 0 reads many keys at first (more
+ * than the whole budget holds), worker 2 in the second half; the others
+ * read a few keys that fit.  The group's max is the worker's share: at it,
+ * a miss evicts the oldest item, and the demand hook reports those
+ * evictions, so the busy worker's share grows while the others give back
+ * what they do not use.  The parent prints the shares once a second.
  *
  * Build: cc -std=c11 -pthread prefork_lease.c $(pkg-config --cflags --libs softlimit-lease)
  */
@@ -29,18 +31,46 @@
 #define KiB ((uint64_t)1024)
 #define WORKERS 3
 #define SECONDS 8
+#define ITEM (4 * KiB)
+#define KEYS_HOT 4096  /* 16 MiB of items: more than the budget */
+#define KEYS_COLD 128  /* 512 KiB: fits anywhere */
 
 struct item {
-	struct item *next;
-	uint64_t size;
+	struct item *prev, *next; /* the LRU list: least recently read first */
+	unsigned key;
+	int64_t read_ms;          /* when it was last read */
 };
 
 struct worker {
 	sl_group *group;
-	pthread_mutex_t lock; /* the FIFO of items; never held across sl_charge() */
-	struct item *head, **tail;
-	uint64_t evicted;     /* since the last demand report */
+	pthread_mutex_t lock; /* the items; never held across sl_charge() */
+	struct item *present[KEYS_HOT];
+	struct item lru;      /* lru.next: least recently read; lru.prev: most */
+	uint64_t evicted;     /* bytes, since the last demand report */
 };
+
+/* The reclaim callback: evict the oldest items. */
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void unlink_item(struct item *it)
+{
+	it->prev->next = it->next;
+	it->next->prev = it->prev;
+}
+
+static void link_newest(struct worker *w, struct item *it)
+{
+	it->prev = w->lru.prev;
+	it->next = &w->lru;
+	w->lru.prev->next = it;
+	w->lru.prev = it;
+}
 
 static uint64_t evict(sl_group *g, uint64_t target, void *ctx)
 {
@@ -48,15 +78,14 @@ static uint64_t evict(sl_group *g, uint64_t target, void *ctx)
 	uint64_t freed = 0;
 
 	pthread_mutex_lock(&w->lock);
-	while (freed < target && w->head) {
-		struct item *it = w->head;
+	while (freed < target && w->lru.next != &w->lru) {
+		struct item *it = w->lru.next;
 
-		w->head = it->next;
-		if (!w->head)
-			w->tail = &w->head;
-		freed += it->size;
-		sl_uncharge(g, it->size);
+		unlink_item(it);
+		w->present[it->key] = NULL;
 		free(it);
+		sl_uncharge(g, ITEM);
+		freed += ITEM;
 	}
 	w->evicted += freed;
 	pthread_mutex_unlock(&w->lock);
@@ -70,8 +99,44 @@ static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 
 	(void)l;
 	pthread_mutex_lock(&w->lock);
-	out->evicted = w->evicted; /* evictions at the share: this worker wants more */
+	out->evicted = w->evicted; /* evictions at the share: more memory would keep them */
 	w->evicted = 0;
+	/* Memory nobody reads: the least recently read item's idle time. */
+	if (w->lru.next != &w->lru)
+		out->idle_ms = (uint64_t)(now_ms() - w->lru.next->read_ms);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* One read of @key: a hit, or a miss that stores the item. */
+static void serve(struct worker *w, unsigned key)
+{
+	pthread_mutex_lock(&w->lock);
+	struct item *hit = w->present[key];
+	if (hit) {
+		hit->read_ms = now_ms();
+		unlink_item(hit);
+		link_newest(w, hit);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (hit)
+		return;
+	struct item *it = malloc(sizeof(*it));
+	/* Charge outside the lock: at the share, the charge evicts. */
+	if (!it || sl_charge(w->group, ITEM, 0) != 0) {
+		free(it);
+		return;
+	}
+	it->key = key;
+	it->read_ms = now_ms();
+	pthread_mutex_lock(&w->lock);
+	if (w->present[key]) { /* stored meanwhile: keep the first */
+		pthread_mutex_unlock(&w->lock);
+		sl_uncharge(w->group, ITEM);
+		free(it);
+		return;
+	}
+	w->present[key] = it;
+	link_newest(w, it);
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -83,7 +148,9 @@ static void *lease_thread(void *arg)
 
 static int worker_main(const char *url, int id)
 {
-	struct worker w = { .tail = &w.head };
+	static struct worker w; /* static: its table of items is large */
+
+	w.lru.next = w.lru.prev = &w.lru;
 	sl_lease_store *store;
 	sl_tree *tree;
 	sl_lease *lease;
@@ -98,32 +165,23 @@ static int worker_main(const char *url, int id)
 	struct sl_lease_opts lo;
 	sl_lease_opts_init(&lo);
 	lo.demand = demand;
+	lo.idle_ms = 1000; /* items unread for a second are memory to give back */
 	lo.demand_ctx = &w;
 	if (sl_lease_join(store, "tenant", w.group, &lo, &lease) != 0 ||
 	    pthread_create(&th, NULL, lease_thread, store) != 0)
 		return 1;
 
-	/* Traffic: worker 0 is hot for the first half, worker 2 for the second. */
+	/* Reads: worker 0's keys are many in the first half, worker 2's in
+	 * the second. */
 	struct timespec start, now, nap = { 0, 200000 };
+	unsigned seed = (unsigned)id + 1;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	do {
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		int second_half = now.tv_sec - start.tv_sec >= SECONDS / 2;
-		int hot = id == (second_half ? 2 : 0);
-		for (int i = 0; i < (hot ? 64 : 4); i++) {
-			struct item *it = malloc(sizeof(*it));
-			/* Charge outside the FIFO's lock: the charge may evict. */
-			if (!it || sl_charge(w.group, 4 * KiB, 0) != 0) {
-				free(it);
-				continue;
-			}
-			it->size = 4 * KiB;
-			it->next = NULL;
-			pthread_mutex_lock(&w.lock);
-			*w.tail = it;
-			w.tail = &it->next;
-			pthread_mutex_unlock(&w.lock);
-		}
+		unsigned keys = id == (second_half ? 2 : 0) ? KEYS_HOT : KEYS_COLD;
+		for (int i = 0; i < 64; i++)
+			serve(&w, (unsigned)rand_r(&seed) % keys);
 		nanosleep(&nap, NULL);
 	} while (now.tv_sec - start.tv_sec < SECONDS);
 
@@ -160,7 +218,7 @@ int main(void)
 			_exit(worker_main(url, i));
 	}
 
-	for (int s = 0; s <= SECONDS; s++) {
+	for (int s = 1; s < SECONDS; s++) {
 		struct sl_lease_participant p[WORKERS + 1];
 		size_t n = 0;
 		uint64_t sum = 0;
