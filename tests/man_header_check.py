@@ -8,7 +8,7 @@ follow the public headers:
   - every public function's prototype in a page's SYNOPSIS matches the
     header's, const and all (whitespace aside);
   - every page's footer (.TH) carries the full current VERSION, e.g.
-    "softlimit 0.2.1", not "0.2".
+    "softlimit 0.2.2", not "0.2".
 Headers whose library was not built are skipped by name with --skip.
 """
 import os
