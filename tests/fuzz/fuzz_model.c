@@ -8,6 +8,21 @@
  * Built two ways: with clang's libFuzzer (SL_FUZZ=ON, LLVMFuzzerTestOneInput)
  * and as a standalone driver (fuzz_model_run) that replays files or runs
  * random inputs for a bounded time, which is what .ci/run uses.
+ *
+ * Limits change in every context a host may change them from: plain code,
+ * an sl_group_walk() visitor, and a reclaim callback (the change waits for
+ * the next callback to run: of a reclaim, a charge at max or a background
+ * round).  Where no reclaim may run, sl_group_set_limits() must give back
+ * the stocks of the subtree and return 0 exactly when usage fits the new
+ * max, and every later charge must meet the new limits whether a stock
+ * serves it or not (issue 24).  Background rounds (sl_background_reclaim())
+ * run on groups given a headroom.
+ *
+ * SL_FUZZ_BG_GRANTS=1 also checks that a background round takes no group
+ * below its min, nor a group with a headroom below its own soft limit
+ * (GUARANTEE and REFAULT): issue 24's defect 3 and its family, which the
+ * background code still has; off until that fix is in (it fails within
+ * seconds without it).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +48,14 @@ struct mg {
 	uint64_t ev_max, ev_oom, ev_high;
 	uint64_t refaults;     /* what sl_refault() reported here */
 	bool may_exceed;       /* a forced charge or a lowered max may leave it above max */
+	/* A forced charge went through it: its count may be above a limit
+	 * while stocks still hold units charged before, which they hand out
+	 * past it (only a limit change gives them back). */
+	bool forced;
+	/* Its limits changed and no charge went through it since: the first
+	 * charge that takes its usage past high counts an event here. */
+	bool high_fresh;
+	uint64_t headroom;     /* as sl_group_set_headroom() set it */
 	enum cb_mode mode;
 	sl_group *g;
 };
@@ -45,6 +68,14 @@ static unsigned cb_calls;
 static bool cb_dishonest;
 static bool cb_reentered; /* a callback charged: usages may have risen mid-reclaim */
 static uint64_t cb_asked_max; /* largest target any callback was asked for */
+
+/* A limit change to make inside the next reclaim callback that runs. */
+static struct {
+	bool armed;
+	int g;
+	struct sl_limits lim;
+} in_cb;
+static bool cb_set_limits; /* a callback changed limits in this op */
 
 static const uint64_t limit_vals[8] = { 0, 10, 50, 100, 200, 1000, 5000, U };
 static const uint64_t amount_vals[16] = { 0, 1, 3, 7, 10, 16, 50, 64, 100, 128, 500, 999, 4096, 40000,
@@ -116,7 +147,13 @@ static int nr_children(int i)
 }
 
 static int over_at(int i, uint64_t amount);
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
 static bool below(int j, int anc);
+static void set_limits_in(int ctx, int i, const struct sl_limits *l);
 
 /* The host's charge of amount to i went in. */
 static void model_charged(int i, uint64_t amount)
@@ -125,6 +162,7 @@ static void model_charged(int i, uint64_t amount)
 
 	m[i].own += amount;
 	for (k = i; k >= 0; k = m[k].parent) {
+		m[k].high_fresh = false;
 		if (usage_of(k) > m[k].lim.max)
 			m[k].may_exceed = true;
 		if (usage_of(k) > m[k].lim.high)
@@ -150,6 +188,12 @@ static uint64_t reclaim_cb(sl_group *g, uint64_t target, void *ctx)
 	if (x != &m[index_of(g)])
 		FAIL("callback ctx does not match its group");
 	cb_calls++;
+	if (in_cb.armed) {
+		in_cb.armed = false;
+		cb_set_limits = true;
+		if (m[in_cb.g].alive)
+			set_limits_in(2, in_cb.g, &in_cb.lim);
+	}
 	if (target > cb_asked_max)
 		cb_asked_max = target;
 	switch (x->mode) {
@@ -206,18 +250,23 @@ static uint64_t reclaim_cb(sl_group *g, uint64_t target, void *ctx)
 
 static const struct sl_ops ops = { .reclaim = reclaim_cb };
 
-static void decode_limits(struct input *in, struct sl_limits *l)
+/* Returns the last byte read: bit 0 was used, the others are free. */
+static unsigned decode_limits(struct input *in, struct sl_limits *l)
 {
+	unsigned last;
+
 	l->min = limit_vals[take(in) & 7];
 	l->soft = limit_vals[take(in) & 7];
 	l->high = limit_vals[take(in) & 7];
 	l->max = limit_vals[take(in) & 7];
-	if (take(in) & 1) { /* mostly consistent limits */
+	last = take(in);
+	if (last & 1) { /* mostly consistent limits */
 		if (l->min > l->max)
 			l->min = l->max;
 		if (l->soft > l->max)
 			l->soft = l->max;
 	}
+	return last;
 }
 
 static bool limits_ok(const struct sl_limits *l)
@@ -335,32 +384,85 @@ static void op_destroy(struct input *in)
 	m[i].alive = false;
 }
 
-static void op_set_limits(struct input *in)
+/* The limits of i changed: the first charge through i meets them. */
+static void limits_changed(int i)
 {
-	struct sl_limits l;
-	int i = pick_alive(in), rc;
+	m[i].high_fresh = true;
+}
 
-	decode_limits(in, &l);
+/*
+ * sl_group_set_limits(i, l) in context ctx (0 plain, 1 a walk visitor, 2 a
+ * reclaim callback) and what the model expects of it.  Where no reclaim may
+ * run (1, 2), the stocks of i's subtree go back and the answer is exact:
+ * 0 when the host's usage fits the new max, else -EBUSY.
+ */
+static void set_limits_in(int ctx, int i, const struct sl_limits *l)
+{
+	int rc;
+
 	/* The new limits are in force while set_limits reclaims toward
 	 * them: callbacks' nested charges see them. */
-	if (limits_ok(&l))
-		m[i].lim = l;
-	rc = sl_group_set_limits(m[i].g, &l);
-	trace("set_limits g%d min %" PRIu64 " soft %" PRIu64 " high %" PRIu64 " max %" PRIu64 ": %d\n", i, l.min,
-	      l.soft, l.high, l.max, rc);
-	if (!limits_ok(&l)) {
+	if (limits_ok(l))
+		m[i].lim = *l;
+	rc = sl_group_set_limits(m[i].g, l);
+	trace("set_limits g%d (%s) min %" PRIu64 " soft %" PRIu64 " high %" PRIu64 " max %" PRIu64 ": %d\n", i,
+	      ctx == 0 ? "plain" : ctx == 1 ? "in a walk" : "in a callback", l->min, l->soft, l->high, l->max, rc);
+	if (!limits_ok(l)) {
 		if (rc != -EINVAL)
 			FAIL("set_limits with bad limits gave %d", rc);
 		return;
 	}
-	if (rc == 0 && usage_of(i) > l.max)
+	if (rc == 0 && usage_of(i) > l->max)
 		FAIL("set_limits said usage fits but it does not");
-	if (rc == -EBUSY && usage_of(i) <= l.max && exact)
-		FAIL("set_limits said -EBUSY but usage fits");
+	if (rc == -EBUSY && usage_of(i) <= l->max && (exact || ctx))
+		FAIL("set_limits said -EBUSY but usage %" PRIu64 " fits max %" PRIu64, usage_of(i), l->max);
 	if (rc != 0 && rc != -EBUSY)
 		FAIL("set_limits gave %d", rc);
 	if (rc == -EBUSY)
 		m[i].may_exceed = true;
+	limits_changed(i);
+}
+
+struct walk_set {
+	int i;
+	const struct sl_limits *lim;
+	int done;
+};
+
+static int walk_set_limits(sl_group *g, unsigned depth, void *arg)
+{
+	struct walk_set *ws = arg;
+
+	(void)depth;
+	if (g == m[ws->i].g) {
+		set_limits_in(1, ws->i, ws->lim);
+		ws->done++;
+	}
+	return 0;
+}
+
+static void op_set_limits(struct input *in)
+{
+	struct sl_limits l;
+	int i = pick_alive(in);
+	/* The limits' last byte has bits to spare: they pick the context,
+	 * so corpus inputs from before contexts keep their calls. */
+	unsigned ctx = (decode_limits(in, &l) >> 1) & 3;
+
+	if (ctx == 1) {
+		struct walk_set ws = { i, &l, 0 };
+
+		if (sl_group_walk(m[0].g, walk_set_limits, &ws) != 0 || ws.done != 1)
+			FAIL("walk to set limits of g%d", i);
+	} else if (ctx == 2) {
+		/* At the next callback of a reclaim, a charge at max or a
+		 * background round; replaces one still waiting. */
+		in_cb.armed = true;
+		in_cb.g = i;
+		in_cb.lim = l;
+	} else {
+		set_limits_in(0, i, &l);
+	}
 }
 
 /* Units the (only) thread's stock holds for i itself. */
@@ -381,8 +483,42 @@ static uint64_t stock_of(int i)
 	return units;
 }
 
+/* A forced charge went through some group on i's path. */
+static bool path_forced(int i)
+{
+	for (; i >= 0; i = m[i].parent)
+		if (m[i].forced)
+			return true;
+	return false;
+}
+
+/*
+ * After a charge of amount to i that succeeded, before the model takes it:
+ * a group whose limits changed since the last charge through it (nested
+ * ones in callbacks included), and whose usage the charge takes past its
+ * high, counted a high event and the thread's flag is up, stock or no
+ * stock (issue 24, defect 2).
+ */
+static void check_fresh_high(int i, uint64_t amount, const uint64_t *high_before)
+{
+	struct sl_stats st;
+	int k;
+
+	for (k = i; k >= 0; k = m[k].parent) {
+		if (m[k].high_fresh && !cb_set_limits && usage_of(k) + amount > m[k].lim.high) {
+			sl_group_stats(m[k].g, &st);
+			if (st.events_high <= high_before[k])
+				FAIL("g%d: a charge took usage %" PRIu64 " past a new high %" PRIu64 " unseen", k,
+				     usage_of(k) + amount, m[k].lim.high);
+			if (!sl_high_pending())
+				FAIL("g%d: a charge past a new high left no pending flag", k);
+		}
+	}
+}
+
 static void op_charge(struct input *in)
 {
+	uint64_t high_before[NG];
 	int i = pick_alive(in), rc, first, k;
 	uint64_t amount = amount_vals[take(in) & 15];
 	unsigned flags = take(in) & 7, calls;
@@ -398,10 +534,16 @@ static void op_charge(struct input *in)
 	first = over_at(i, amount);
 	/* Units already in this thread's stock for i were charged when they
 	 * fit: handing them out passes no max, even over a max that a forced
-	 * charge or a lowered limit has since put the group above. */
-	if (first >= 0 && !exact && amount <= sl_tree_batch(tree) && stock_of(i) >= amount)
+	 * charge has since put the group above.  A limit change gives them
+	 * back (issue 24): after one, stocks hold only what fits under it. */
+	if (first >= 0 && !exact && amount <= sl_tree_batch(tree) && stock_of(i) >= amount && path_forced(i))
 		first = -1;
+	for (k = i; k >= 0; k = m[k].parent) {
+		sl_group_stats(m[k].g, &st);
+		high_before[k] = st.events_high;
+	}
 	calls = cb_calls;
+	cb_set_limits = false;
 	rc = sl_charge(m[i].g, amount, flags);
 	trace("charge g%d %" PRIu64 " flags %u: %d\n", i, amount, flags, rc);
 	if (flags & 4) {
@@ -430,6 +572,8 @@ static void op_charge(struct input *in)
 			m[k].ev_oom = st.events_oom;
 			m[k].ev_high = st.events_high;
 			m[k].may_exceed = true;
+			m[k].forced = true;
+			m[k].high_fresh = false;
 		}
 		return;
 	}
@@ -444,6 +588,8 @@ static void op_charge(struct input *in)
 		if (flags & SL_FORCE) {
 			if (rc != 0)
 				FAIL("forced charge gave %d", rc);
+			for (k = i; k >= 0; k = m[k].parent)
+				m[k].forced = true;
 		} else if (rc == -ENOMEM) {
 			int last = over_at(i, amount);
 
@@ -454,8 +600,10 @@ static void op_charge(struct input *in)
 			FAIL("charge gave %d", rc);
 		}
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		check_fresh_high(i, amount, high_before);
 		model_charged(i, amount);
+	}
 }
 
 static void op_uncharge(struct input *in)
@@ -548,34 +696,46 @@ static bool clearly_protected(int j, int scope, const uint64_t *usage)
 	return true;
 }
 
+/* What the host holds in all: the model's own charges. */
+static uint64_t own_total(void)
+{
+	uint64_t sum = 0;
+	int j;
+
+	for (j = 0; j < NG; j++)
+		sum += m[j].alive ? m[j].own : 0;
+	return sum;
+}
+
+static void trace_group(int j, uint64_t usage)
+{
+	trace("  g%d parent g%d own %" PRIu64 " usage %" PRIu64 " min %" PRIu64 " soft %" PRIu64 " max %" PRIu64
+	      " headroom %" PRIu64 " mode %d\n",
+	      j, m[j].parent, m[j].own, usage, m[j].lim.min, m[j].lim.soft, m[j].lim.max, m[j].headroom,
+	      (int)m[j].mode);
+}
+
 static void op_reclaim(struct input *in)
 {
 	int i = pick_alive(in), j;
-	uint64_t target = amount_vals[take(in) & 15], before[NG], own_before[NG], total = 0, freed, fell,
-		 eligible;
+	uint64_t target = amount_vals[take(in) & 15], before[NG], own_before[NG], total, freed, fell, eligible;
 
 	for (j = 0; j < NG; j++) {
 		before[j] = m[j].alive ? usage_of(j) : 0;
 		own_before[j] = m[j].alive ? m[j].own : 0;
 	}
-	for (j = 0; j < NG; j++)
-		total += m[j].alive ? m[j].own : 0;
+	total = own_total();
 	eligible = pass1_lower_bound(i, before);
 	trace("reclaim g%d target %" PRIu64 " policy %d%s\n", i, target, (int)policy, exact ? "" : " (stocks)");
 	for (j = 0; j < NG; j++)
 		if (m[j].alive)
-			trace("  g%d parent g%d own %" PRIu64 " usage %" PRIu64 " min %" PRIu64 " soft %" PRIu64
-			      " max %" PRIu64 " mode %d\n",
-			      j, m[j].parent, m[j].own, before[j], m[j].lim.min, m[j].lim.soft, m[j].lim.max,
-			      (int)m[j].mode);
+			trace_group(j, before[j]);
 	cb_dishonest = false;
 	cb_reentered = false;
 	cb_asked_max = 0;
+	cb_set_limits = false;
 	freed = sl_reclaim(m[i].g, target, take(in) & 1 ? 0 : 8);
-	fell = 0;
-	for (j = 0; j < NG; j++)
-		fell += m[j].alive ? m[j].own : 0;
-	fell = total - fell;
+	fell = total - own_total();
 	if (freed > fell)
 		FAIL("reclaim reported %" PRIu64 " but usage fell by %" PRIu64, freed, fell);
 	if (cb_asked_max > target)
@@ -586,6 +746,9 @@ static void op_reclaim(struct input *in)
 		FAIL("honest callbacks freed %" PRIu64 " but reclaim said %" PRIu64, fell, freed);
 	if (freed > target)
 		FAIL("reclaim took %" PRIu64 " for a target of %" PRIu64, freed, target);
+	/* A callback changed limits: what they grant is not what they were. */
+	if (cb_set_limits)
+		return;
 	/* Pass 2 (everyone) runs only when pass 1 fell short: while what pass
 	 * 1 may take covers the target, no protected group loses a unit. */
 	if (!cb_reentered && target && eligible >= target)
@@ -603,6 +766,87 @@ static void op_reclaim(struct input *in)
 			if (m[j].alive && below(j, i) && before[j] >= m[j].lim.min &&
 			    usage_of(j) < m[j].lim.min)
 				FAIL("group %d reclaimed below its min", j);
+}
+
+/* SL_FUZZ_BG_GRANTS=1: check that a background round takes no min, nor a
+ * scope's own soft limit. */
+static bool bg_grants_check(void)
+{
+	static int on = -1;
+
+	if (on < 0)
+		on = getenv("SL_FUZZ_BG_GRANTS") && strcmp(getenv("SL_FUZZ_BG_GRANTS"), "1") == 0;
+	return on;
+}
+
+/*
+ * Give a group a headroom and run one background round
+ * (sl_background_reclaim()): groups above max - headroom are reclaimed
+ * toward it, by pass 1 only.  The model checks the ledger (what the round
+ * says it freed is what the callbacks freed), that min is never taken, and
+ * that a group the policy clearly grants its usage (clearly_protected()
+ * from every scope of the round) loses nothing.
+ */
+static void op_background(struct input *in)
+{
+	int i = pick_alive(in), j, k, rc;
+	uint64_t headroom = limit_vals[take(in) & 7], before[NG], own_before[NG], total = 0, fell, freed;
+	bool scope[NG];
+
+	rc = sl_group_set_headroom(m[i].g, headroom);
+	if (rc != 0)
+		FAIL("set_headroom gave %d", rc);
+	m[i].headroom = headroom;
+	for (j = 0; j < NG; j++) {
+		before[j] = m[j].alive ? usage_of(j) : 0;
+		own_before[j] = m[j].alive ? m[j].own : 0;
+		total += own_before[j];
+		/* A round reclaims the groups above their watermark (their
+		 * stocks count); which ones, the model cannot tell exactly
+		 * with stocks: take every group with a headroom. */
+		scope[j] = m[j].alive && m[j].headroom;
+	}
+	trace("background round (g%d headroom %" PRIu64 ")\n", i, headroom);
+	for (j = 0; j < NG; j++)
+		if (m[j].alive)
+			trace_group(j, before[j]);
+	cb_dishonest = false;
+	cb_reentered = false;
+	cb_set_limits = false;
+	freed = sl_background_reclaim(tree);
+	fell = total - own_total();
+	if (freed > fell)
+		FAIL("background round reported %" PRIu64 " but usage fell by %" PRIu64, freed, fell);
+	if (cb_dishonest || cb_reentered || cb_set_limits)
+		return;
+	if (freed != fell)
+		FAIL("honest callbacks freed %" PRIu64 " but the background round said %" PRIu64, fell, freed);
+	for (j = 0; j < NG; j++) {
+		bool shielded = true, scoped = false;
+
+		if (!m[j].alive || m[j].own >= own_before[j])
+			continue;
+		/* min: SL_FUZZ_BG_GRANTS=1 (a round from the root takes a
+		 * child with a min below it: issue 24, defect 3's family). */
+		if (policy != SL_POLICY_PROTECTION && usage_of(j) < m[j].lim.min && before[j] >= m[j].lim.min &&
+		    bg_grants_check())
+			FAIL("background round took g%d below its min", j);
+		for (k = 0; k < NG; k++) {
+			if (!scope[k] || !below(j, k))
+				continue;
+			scoped = true;
+			if (k == j)
+				shielded = shielded && bg_grants_check() && m[j].lim.soft &&
+					   (policy == SL_POLICY_GUARANTEE || policy == SL_POLICY_REFAULT) &&
+					   usage_of(j) < min_u64(before[j], m[j].lim.soft) && no_open_ancestor(j, 0, before);
+			else
+				shielded = shielded && clearly_protected(j, k, before);
+		}
+		if (scoped && shielded)
+			FAIL("background round took g%d (policy %d) from %" PRIu64 " to %" PRIu64
+			     " within what it is granted (soft %" PRIu64 ")",
+			     j, (int)policy, before[j], usage_of(j), m[j].lim.soft);
+	}
 }
 
 static bool below(int j, int anc)
@@ -683,9 +927,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	policy = o.policy;
 	exact = o.batch == SL_BATCH_NONE;
 	memset(m, 0, sizeof(m));
+	in_cb.armed = false;
 	m[0] = (struct mg){ .alive = true, .parent = -1, .lim = o.root, .g = sl_tree_root(tree) };
 	while (!exhausted(&in) && steps++ < 400) {
-		switch (take(&in) % 8) {
+		unsigned op = take(&in);
+
+		switch (op % 8) {
 		case 0:
 		case 1:
 			op_create(&in);
@@ -703,7 +950,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			op_uncharge(&in);
 			break;
 		case 6:
-			op_reclaim(&in);
+			/* The op byte's high bits, unused before: a quarter of
+			 * reclaims become background rounds. */
+			if ((op >> 3) % 4 == 3)
+				op_background(&in);
+			else
+				op_reclaim(&in);
 			break;
 		default:
 			op_see(&in);
