@@ -35,59 +35,26 @@
 
 #include <softlimit/softlimit.h>
 
-#define NG 8
-#define U SL_UNLIMITED
+#include "fuzz_model.h"
 
-enum cb_mode { CB_HONEST, CB_LIAR, CB_NOTHING, CB_GREEDY, CB_REENTRANT, CB_MODES };
+struct mg m[NG];
+sl_tree *tree;
+enum sl_policy policy;
+bool exact;
+unsigned cb_calls;
+bool cb_dishonest;
+bool cb_reentered;
+uint64_t cb_asked_max;
+struct in_cb in_cb;
+bool cb_set_limits;
 
-struct mg {
-	bool alive;
-	int parent;
-	uint64_t own;          /* what the host charged here and holds */
-	struct sl_limits lim;
-	uint64_t ev_max, ev_oom, ev_high;
-	uint64_t refaults;     /* what sl_refault() reported here */
-	bool may_exceed;       /* a forced charge or a lowered max may leave it above max */
-	/* A forced charge went through it: its count may be above a limit
-	 * while stocks still hold units charged before, which they hand out
-	 * past it (only a limit change gives them back). */
-	bool forced;
-	/* Its limits changed and no charge went through it since: the first
-	 * charge that takes its usage past high counts an event here. */
-	bool high_fresh;
-	uint64_t headroom;     /* as sl_group_set_headroom() set it */
-	enum cb_mode mode;
-	sl_group *g;
-};
+const uint64_t limit_vals[8] = { 0, 10, 50, 100, 200, 1000, 5000, U };
+const uint64_t amount_vals[16] = { 0, 1, 3, 7, 10, 16, 50, 64, 100, 128, 500, 999, 4096, 40000,
+				   UINT64_MAX - 5, UINT64_MAX / 2 };
 
-static struct mg m[NG];
-static sl_tree *tree;
-static enum sl_policy policy;
-static bool exact; /* no stocks: every counter is predictable to the unit */
-static unsigned cb_calls;
-static bool cb_dishonest;
-static bool cb_reentered; /* a callback charged: usages may have risen mid-reclaim */
-static uint64_t cb_asked_max; /* largest target any callback was asked for */
-
-/* A limit change to make inside the next reclaim callback that runs. */
-static struct {
-	bool armed;
-	int g;
-	struct sl_limits lim;
-} in_cb;
-static bool cb_set_limits; /* a callback changed limits in this op */
-
-static const uint64_t limit_vals[8] = { 0, 10, 50, 100, 200, 1000, 5000, U };
-static const uint64_t amount_vals[16] = { 0, 1, 3, 7, 10, 16, 50, 64, 100, 128, 500, 999, 4096, 40000,
-					  UINT64_MAX - 5, UINT64_MAX / 2 };
-
-/* SL_FUZZ_TRACE=1 in the environment: print every call, the tree as it
- * stood before each reclaim, and each callback (to read a crash input's
- * story). */
 static int trace_on = -1;
 
-static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void trace(const char *fmt, ...)
+void trace(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -100,33 +67,12 @@ static void trace(const char *fmt, ...)
 	va_end(ap);
 }
 
-#define FAIL(...)                                                               \
-	do {                                                                    \
-		fprintf(stderr, "fuzz_model: mismatch at %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__);                                   \
-		fputc('\n', stderr);                                            \
-		abort();                                                        \
-	} while (0)
-
-struct input {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned take(struct input *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
-
 static bool exhausted(const struct input *in)
 {
 	return in->n == 0;
 }
 
-static uint64_t usage_of(int i)
+uint64_t usage_of(int i)
 {
 	uint64_t u = m[i].own;
 	int j;
@@ -135,6 +81,15 @@ static uint64_t usage_of(int i)
 		if (m[j].alive && j != i && m[j].parent == i)
 			u += usage_of(j);
 	return u;
+}
+
+/* j is anc or below it. */
+bool below(int j, int anc)
+{
+	for (; j >= 0; j = m[j].parent)
+		if (j == anc)
+			return true;
+	return false;
 }
 
 static int nr_children(int i)
@@ -148,11 +103,10 @@ static int nr_children(int i)
 
 static int over_at(int i, uint64_t amount);
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
+uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
 }
-static bool below(int j, int anc);
 static void set_limits_in(int ctx, int i, const struct sl_limits *l);
 
 /* The host's charge of amount to i went in. */
@@ -274,7 +228,7 @@ static bool limits_ok(const struct sl_limits *l)
 	return l->min <= l->max && l->soft <= l->max;
 }
 
-static int pick_alive(struct input *in)
+int pick_alive(struct input *in)
 {
 	int k = take(in) % NG, i;
 
@@ -626,236 +580,6 @@ static void op_uncharge(struct input *in)
 	}
 }
 
-/* No group on the path from k up to and including scope has a min. */
-static bool no_min_up_to(int k, int scope)
-{
-	for (; k >= 0; k = m[k].parent) {
-		if (m[k].lim.min)
-			return false;
-		if (k == scope)
-			return true;
-	}
-	return true;
-}
-
-/* Every group strictly between scope and k is within its soft limit or sets
- * none: no gate is open above k and no parent of k is misconfigured. */
-static bool no_open_ancestor(int k, int scope, const uint64_t *usage)
-{
-	for (k = m[k].parent; k >= 0 && k != scope; k = m[k].parent)
-		if (m[k].lim.soft && usage[k] > m[k].lim.soft)
-			return false;
-	return true;
-}
-
-/*
- * A lower bound on what pass 1 may take from scope's subtree: the scope's
- * own charges and those of groups that set no soft limit (and, under
- * GATEKEEPER, sit in no opened gate, where a proportional cut might take
- * less of them), as far as honest callbacks hold them and no min is in the
- * way.  Every policy makes all of those eligible.
- */
-static uint64_t pass1_lower_bound(int scope, const uint64_t *usage)
-{
-	uint64_t sum = 0;
-	int k;
-
-	for (k = 0; k < NG; k++) {
-		/* The root (0) has no callback: its charges cannot be taken. */
-		if (k == 0 || !m[k].alive || !below(k, scope) || m[k].mode != CB_HONEST ||
-		    !no_min_up_to(k, scope))
-			continue;
-		if (k != scope && m[k].lim.soft)
-			continue;
-		if (k != scope && policy == SL_POLICY_GATEKEEPER && !no_open_ancestor(k, scope, usage))
-			continue;
-		sum += m[k].own;
-	}
-	return sum;
-}
-
-/*
- * Groups whose own charges pass 1 must leave alone: within a soft limit
- * they set, with no opened gate or misconfigured parent above them (GUARANTEE,
- * GATEKEEPER).  Under PROTECTION, every group between the scope and j within
- * a soft limit it sets too: the scope's children get their settings as they
- * are, and below a group within its soft limit its children's protected
- * usages add up to no more than its own, so none is scaled down.
- */
-static bool clearly_protected(int j, int scope, const uint64_t *usage)
-{
-	int k;
-
-	if (j == scope || !m[j].alive || !below(j, scope) || !m[j].lim.soft || usage[j] > m[j].lim.soft)
-		return false;
-	if (policy != SL_POLICY_PROTECTION)
-		return no_open_ancestor(j, scope, usage);
-	for (k = m[j].parent; k != scope; k = m[k].parent)
-		if (!m[k].lim.soft || usage[k] > m[k].lim.soft)
-			return false;
-	return true;
-}
-
-/* What the host holds in all: the model's own charges. */
-static uint64_t own_total(void)
-{
-	uint64_t sum = 0;
-	int j;
-
-	for (j = 0; j < NG; j++)
-		sum += m[j].alive ? m[j].own : 0;
-	return sum;
-}
-
-static void trace_group(int j, uint64_t usage)
-{
-	trace("  g%d parent g%d own %" PRIu64 " usage %" PRIu64 " min %" PRIu64 " soft %" PRIu64 " max %" PRIu64
-	      " headroom %" PRIu64 " mode %d\n",
-	      j, m[j].parent, m[j].own, usage, m[j].lim.min, m[j].lim.soft, m[j].lim.max, m[j].headroom,
-	      (int)m[j].mode);
-}
-
-static void op_reclaim(struct input *in)
-{
-	int i = pick_alive(in), j;
-	uint64_t target = amount_vals[take(in) & 15], before[NG], own_before[NG], total, freed, fell, eligible;
-
-	for (j = 0; j < NG; j++) {
-		before[j] = m[j].alive ? usage_of(j) : 0;
-		own_before[j] = m[j].alive ? m[j].own : 0;
-	}
-	total = own_total();
-	eligible = pass1_lower_bound(i, before);
-	trace("reclaim g%d target %" PRIu64 " policy %d%s\n", i, target, (int)policy, exact ? "" : " (stocks)");
-	for (j = 0; j < NG; j++)
-		if (m[j].alive)
-			trace_group(j, before[j]);
-	cb_dishonest = false;
-	cb_reentered = false;
-	cb_asked_max = 0;
-	cb_set_limits = false;
-	freed = sl_reclaim(m[i].g, target, take(in) & 1 ? 0 : 8);
-	fell = total - own_total();
-	if (freed > fell)
-		FAIL("reclaim reported %" PRIu64 " but usage fell by %" PRIu64, freed, fell);
-	if (cb_asked_max > target)
-		FAIL("a callback was asked for %" PRIu64 " of a %" PRIu64 " target", cb_asked_max, target);
-	if (cb_dishonest)
-		return;
-	if (freed != fell)
-		FAIL("honest callbacks freed %" PRIu64 " but reclaim said %" PRIu64, fell, freed);
-	if (freed > target)
-		FAIL("reclaim took %" PRIu64 " for a target of %" PRIu64, freed, target);
-	/* A callback changed limits: what they grant is not what they were. */
-	if (cb_set_limits)
-		return;
-	/* Pass 2 (everyone) runs only when pass 1 fell short: while what pass
-	 * 1 may take covers the target, no protected group loses a unit. */
-	if (!cb_reentered && target && eligible >= target)
-		for (j = 0; j < NG; j++)
-			if (clearly_protected(j, i, before) && m[j].own < own_before[j])
-				FAIL("group %d (policy %d) lost %" PRIu64 " within its soft limit %" PRIu64
-				     " (usage %" PRIu64 ") while %" PRIu64 " eligible units covered the target %" PRIu64,
-				     j, (int)policy, own_before[j] - m[j].own, m[j].lim.soft, before[j], eligible,
-				     target);
-	/* min is never reclaimed, the scope's own included (PROTECTION's floor
-	 * is the effective min); the scope's ancestors only see its usage
-	 * fall. */
-	if (policy != SL_POLICY_PROTECTION)
-		for (j = 0; j < NG; j++)
-			if (m[j].alive && below(j, i) && before[j] >= m[j].lim.min &&
-			    usage_of(j) < m[j].lim.min)
-				FAIL("group %d reclaimed below its min", j);
-}
-
-/* SL_FUZZ_BG_GRANTS=1: check that a background round takes no min, nor a
- * scope's own soft limit. */
-static bool bg_grants_check(void)
-{
-	static int on = -1;
-
-	if (on < 0)
-		on = getenv("SL_FUZZ_BG_GRANTS") && strcmp(getenv("SL_FUZZ_BG_GRANTS"), "1") == 0;
-	return on;
-}
-
-/*
- * Give a group a headroom and run one background round
- * (sl_background_reclaim()): groups above max - headroom are reclaimed
- * toward it, by pass 1 only.  The model checks the ledger (what the round
- * says it freed is what the callbacks freed), that min is never taken, and
- * that a group the policy clearly grants its usage (clearly_protected()
- * from every scope of the round) loses nothing.
- */
-static void op_background(struct input *in)
-{
-	int i = pick_alive(in), j, k, rc;
-	uint64_t headroom = limit_vals[take(in) & 7], before[NG], own_before[NG], total = 0, fell, freed;
-	bool scope[NG];
-
-	rc = sl_group_set_headroom(m[i].g, headroom);
-	if (rc != 0)
-		FAIL("set_headroom gave %d", rc);
-	m[i].headroom = headroom;
-	for (j = 0; j < NG; j++) {
-		before[j] = m[j].alive ? usage_of(j) : 0;
-		own_before[j] = m[j].alive ? m[j].own : 0;
-		total += own_before[j];
-		/* A round reclaims the groups above their watermark (their
-		 * stocks count); which ones, the model cannot tell exactly
-		 * with stocks: take every group with a headroom. */
-		scope[j] = m[j].alive && m[j].headroom;
-	}
-	trace("background round (g%d headroom %" PRIu64 ")\n", i, headroom);
-	for (j = 0; j < NG; j++)
-		if (m[j].alive)
-			trace_group(j, before[j]);
-	cb_dishonest = false;
-	cb_reentered = false;
-	cb_set_limits = false;
-	freed = sl_background_reclaim(tree);
-	fell = total - own_total();
-	if (freed > fell)
-		FAIL("background round reported %" PRIu64 " but usage fell by %" PRIu64, freed, fell);
-	if (cb_dishonest || cb_reentered || cb_set_limits)
-		return;
-	if (freed != fell)
-		FAIL("honest callbacks freed %" PRIu64 " but the background round said %" PRIu64, fell, freed);
-	for (j = 0; j < NG; j++) {
-		bool shielded = true, scoped = false;
-
-		if (!m[j].alive || m[j].own >= own_before[j])
-			continue;
-		/* min: SL_FUZZ_BG_GRANTS=1 (a round from the root takes a
-		 * child with a min below it: issue 24, defect 3's family). */
-		if (policy != SL_POLICY_PROTECTION && usage_of(j) < m[j].lim.min && before[j] >= m[j].lim.min &&
-		    bg_grants_check())
-			FAIL("background round took g%d below its min", j);
-		for (k = 0; k < NG; k++) {
-			if (!scope[k] || !below(j, k))
-				continue;
-			scoped = true;
-			if (k == j)
-				shielded = shielded && bg_grants_check() && m[j].lim.soft &&
-					   (policy == SL_POLICY_GUARANTEE || policy == SL_POLICY_REFAULT) &&
-					   usage_of(j) < min_u64(before[j], m[j].lim.soft) && no_open_ancestor(j, 0, before);
-			else
-				shielded = shielded && clearly_protected(j, k, before);
-		}
-		if (scoped && shielded)
-			FAIL("background round took g%d (policy %d) from %" PRIu64 " to %" PRIu64
-			     " within what it is granted (soft %" PRIu64 ")",
-			     j, (int)policy, before[j], usage_of(j), m[j].lim.soft);
-	}
-}
-
-static bool below(int j, int anc)
-{
-	for (; j >= 0; j = m[j].parent)
-		if (j == anc)
-			return true;
-	return false;
-}
 
 static int walk_count(sl_group *g, unsigned depth, void *arg)
 {
