@@ -66,6 +66,9 @@ static void stock_release(void *arg)
 	tls_stock_dead = true;
 }
 
+/* Test-only (testing.h): a keep about to fill its slot. */
+void (*sl__keep_hook)(sl_group *g);
+
 static void stock_key_init(void)
 {
 	stock_key_ok = pthread_key_create(&stock_key, stock_release) == 0;
@@ -298,6 +301,8 @@ void sl__stock_keep(sl_group *g, uint64_t units)
 	if (transit) {
 		transit_begin(s);
 		sl = stock_bind(s, g);
+	} else if (sl__unlikely(sl__keep_hook != NULL)) {
+		sl__keep_hook(g);
 	}
 	w = sl__load(&sl->word, SL_RELAXED);
 	do {
