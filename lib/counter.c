@@ -225,12 +225,10 @@ bool sl__counter_room(const sl_group *g, uint64_t amount)
 
 /*
  * Every level on g's path is within its max and its high now: units just
- * put into a stock (sl__stock_keep()) may stay there.  The other half of a
- * Dekker handshake with sl_group_set_limits(): the keeper's seq_cst CAS of
- * its slot word, then these seq_cst loads of max; the setter's exchange of
- * max, then its seq_cst loads of the slot words (sl__stock_drain_limited()).
- * Either the setter takes the kept units or the keeper sees the new limit.
- * high is read after max, as in recheck_limit().
+ * put into a stock (sl__stock_keep()) may stay there, although a limit
+ * changed since its room check.  max seq_cst and first, high after it, as
+ * in recheck_limit(): a setter exchanged max before it bumped the number
+ * that sent the keeper here.
  */
 bool sl__counter_within(const sl_group *g)
 {

@@ -187,6 +187,10 @@ struct sl_tree {
 	 * (atmax.c), reached through here because charge.c is below it. */
 	int (*at_max)(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail);
 	sl_group *root;
+	/* Bumped (seq_cst) by a limit change that gives stocks back, before
+	 * it looks at them; a keep that sees it move rechecks its limits
+	 * (stock.c).  Written that rarely, so it may share this line. */
+	sl_atomic32 limits_gen;
 
 	/* ---- written by reclaimers, read by charges at max ---- */
 	_Alignas(SL__CACHELINE) sl_atomic64 progress; /* units every reclaim of the tree freed */

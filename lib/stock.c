@@ -66,6 +66,9 @@ static void stock_release(void *arg)
 	tls_stock_dead = true;
 }
 
+/* Test-only (testing.h): a keep about to fill its slot. */
+void (*sl__keep_hook)(sl_group *g);
+
 static void stock_key_init(void)
 {
 	stock_key_ok = pthread_key_create(&stock_key, stock_release) == 0;
@@ -279,6 +282,9 @@ int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount)
 void sl__stock_keep(sl_group *g, uint64_t units)
 {
 	uint64_t batch = g->tree->batch, w, back = 0;
+	/* Acquire: pairs with the bump in sl__stock_drain_limited(); a
+	 * new number comes with the new limits for the room check. */
+	uint32_t gen = sl__load(&g->tree->limits_gen, SL_ACQUIRE);
 	struct sl__stock *s;
 	struct sl__slot *sl;
 	bool transit;
@@ -295,6 +301,8 @@ void sl__stock_keep(sl_group *g, uint64_t units)
 	if (transit) {
 		transit_begin(s);
 		sl = stock_bind(s, g);
+	} else if (sl__unlikely(sl__keep_hook != NULL)) {
+		sl__keep_hook(g);
 	}
 	w = sl__load(&sl->word, SL_RELAXED);
 	do {
@@ -306,8 +314,12 @@ void sl__stock_keep(sl_group *g, uint64_t units)
 		 * sl__counter_within() below. */
 	} while (!sl__cas_weak(&sl->word, &w, w + units - back, SL_SEQ_CST, SL_RELAXED));
 	/* A limit lowered since the room check, whose setter may have
-	 * scanned this slot before our units came: take them back out. */
-	if (sl__unlikely(!sl__counter_within(g))) {
+	 * scanned this slot before our units came: take them back out.
+	 * seq_cst: the setter bumps the number, then scans the slots; we
+	 * stored into the slot, then load it (Dekker): either it finds our
+	 * units or we see the number move.  Unmoved, the room check saw
+	 * every limit a drain could be about, and no walk is needed. */
+	if (sl__unlikely(sl__load(&g->tree->limits_gen, SL_SEQ_CST) != gen) && !sl__counter_within(g)) {
 		/* Units on their way from the slot to the counters. */
 		if (!transit) {
 			transit_begin(s);

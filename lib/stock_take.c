@@ -304,10 +304,14 @@ uint64_t sl__stock_drain_mine(const sl_group *top)
  * until its units are in the slot, where the take finds them (the flag's
  * store and the limit's load are seq_cst in the refill, the limit's
  * exchange and the flags' loads here: a Dekker handshake).  Units that an
- * uncharge keeps are rechecked by the keeper (sl__counter_within()).
+ * uncharge keeps are rechecked by the keeper when it sees the tree's
+ * limits_gen move (sl__stock_keep(), sl__counter_within()).
  */
 void sl__stock_drain_limited(const sl_group *top)
 {
+	/* seq_cst: after the limits' exchange, before the scan (see
+	 * sl__stock_keep()). */
+	sl__fetch_add(&top->tree->limits_gen, 1, SL_SEQ_CST);
 	pthread_mutex_lock(&sl__registry_lock);
 	sl__quiesce_locked();
 	take_locked(SL__CONTENTS_MASK, match_subtree, top);

@@ -42,6 +42,11 @@ extern _Atomic uint64_t sl__stock_ledgers_taken;
  * subtree, as its exit does (a test's main thread never exits).  Returns
  * the units given back. */
 uint64_t sl__stock_drain_mine(const sl_group *top);
+/* stock.c: called in a keep of units that an uncharge of g gives back,
+ * after its room check and before its units go into the slot (only when no
+ * transit is needed: no flag is up), so that a test can lower a limit
+ * exactly there. */
+extern void (*sl__keep_hook)(sl_group *g);
 /* stock_handover.c: called while a fold waits for owners to answer (under the
  * registry lock; after the answers were looked at, before the time limit
  * is), so that a test can have an owner charge exactly then. */

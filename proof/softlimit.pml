@@ -99,9 +99,9 @@ bit usage_reads;	/* stock.c:153 usage_reads: a usage read at work */
 #ifdef FENCE
 /* ---- the fence protocol (docs/stocks.md, stock_handover.c:24-113,
  * stock_take.c:163-275;
- * internal.h:283-325) ---- */
-#define TAKERS_TAKE 1	/* internal.h:301 SL__TAKERS_TAKE */
-#define TAKERS_ASK 2	/* internal.h:302 SL__TAKERS_ASK */
+ * internal.h:287-329) ---- */
+#define TAKERS_TAKE 1	/* internal.h:305 SL__TAKERS_TAKE */
+#define TAKERS_ASK 2	/* internal.h:306 SL__TAKERS_ASK */
 byte takers;		/* stock_take.c:35 sl__stock_takers */
 /* internal.h struct sl__stock: ask (the slot bits are slot 0's, so ask
  * holds the number alone, 0 = none), answered, asked (the folder's,
@@ -276,15 +276,15 @@ inline counter_room(g, amt, ok)
 	od
 }
 
-/* counter.c:sl__counter_set_limits:257-275, limits.c:sl_group_set_limits:36-48
+/* counter.c:sl__counter_set_limits:255-273, limits.c:sl_group_set_limits:36-48
  * and shrink_to_max:10-26 for a group whose subtree has no callback (so
  * sl__reclaim() frees nothing): the new max, then drain and look. */
 inline set_max(g, newmax, rc)
 {
 	stable[g] = 0; /* ghost: the old max is going */
-	/* counter.c:264 exchange max, seq_cst */
+	/* counter.c:262 exchange max, seq_cst */
 	maxv[g] = newmax;
-	/* counter.c:265 read count again, seq_cst */
+	/* counter.c:263 read count again, seq_cst */
 	cur = count[g];
 	if
 	:: cur <= maxv[g] -> rc = OK /* limits.c:15-16 */
@@ -512,7 +512,7 @@ inline stock_refill(me, g, amt, rc)
 }
 
 /*
- * stock.c:sl__stock_keep:279-326: the units an uncharge of g took back
+ * stock.c:sl__stock_keep:279-333: the units an uncharge of g took back
  * from the host (units: the uncharge's release) stay counted and go into
  * this thread's slot for g, bound now if need be; past the slot's cap all
  * but a batch go back to the counters.  A rebind and that give-back are
@@ -523,7 +523,7 @@ inline stock_refill(me, g, amt, rc)
  */
 inline stock_keep(me, g, units)
 {
-	/* stock.c:286-287 in C's order: batch is never 0 here, and every
+	/* stock.c:289-290 in C's order: batch is never 0 here, and every
 	 * thread has its stock from the start (sl__stock_get() never fails).
 	 * kroom is 0 here: every way out of this inline leaves it 0. */
 	if
@@ -532,14 +532,14 @@ inline stock_keep(me, g, units)
 		/* the bug: no look at the room on the path */
 		kroom = 1
 #else
-		counter_room(g, BATCH, kroom) /* stock.c:286 */
+		counter_room(g, BATCH, kroom) /* stock.c:289 */
 #endif
 	:: else
 	fi;
 	if
-	:: !kroom -> counter_cancel(g, units) /* stock.c:288 */
+	:: !kroom -> counter_cancel(g, units) /* stock.c:291 */
 	:: else ->
-		/* stock.c:291 sl__slot_find(), :294 the word's units */
+		/* stock.c:294 sl__slot_find(), :297 the word's units */
 #ifdef MUTANT_KEEP_NO_TRANSIT
 		/* the bug: a transit only to bind, none for a give-back */
 		ktr = (sgroup[me] != g);
@@ -548,11 +548,11 @@ inline stock_keep(me, g, units)
 #endif
 		if
 		:: ktr ->
-			transit_begin(me); /* stock.c:296 */
-			stock_bind(me, g) /* stock.c:297 */
+			transit_begin(me); /* stock.c:299 */
+			stock_bind(me, g) /* stock.c:300 */
 		:: else
 		fi;
-		/* stock.c:299-321 the CAS: the units in; past the cap, all but a
+		/* stock.c:302-328 the CAS: the units in; past the cap, all but a
 		 * batch out (back) */
 		atomic {
 			tu = sunits[me] + (units);
@@ -561,11 +561,11 @@ inline stock_keep(me, g, units)
 			tu = 0
 		}
 		if
-		:: gb -> counter_cancel(g, gb) /* stock.c:322-323 */
+		:: gb -> counter_cancel(g, gb) /* stock.c:329-330 */
 		:: else
 		fi;
 		if
-		:: ktr -> /* stock.c:324-325 transit_end() */
+		:: ktr -> /* stock.c:331-332 transit_end() */
 			atomic {
 				inflight[me] = 0;
 				gb = 0;
@@ -810,11 +810,11 @@ inline drain_subtree(top, du)
 }
 inline drain_group(g, du)
 {
-	take(0, 0, g, du) /* stock_take.c:sl__stock_drain_group:318-321 */
+	take(0, 0, g, du) /* stock_take.c:sl__stock_drain_group:322-325 */
 }
 inline fold_ledgers(g)
 {
-	take(1, 0, g, du) /* stock_take.c:sl__stock_fold_ledgers:325-328 */
+	take(1, 0, g, du) /* stock_take.c:sl__stock_fold_ledgers:329-332 */
 }
 
 /* stock_take.c:sl__stock_quiesce:102-107 and quiesce_locked:595-602 */
@@ -879,8 +879,8 @@ inline uncharge(me, g, amt, rc)
 	if
 	:: sgroup[me] == g -> /* uncharge.c:123 */
 #ifdef FENCE
-		/* uncharge.c:129-138: sl__stock_enter() (internal.h:310-319),
-		 * a plain load and store, sl__stock_leave() (internal.h:322-325) */
+		/* uncharge.c:129-138: sl__stock_enter() (internal.h:314-323),
+		 * a plain load and store, sl__stock_leave() (internal.h:326-329) */
 		stock_enter(me);
 		if
 		:: ent ->
@@ -980,7 +980,7 @@ inline uncharge(me, g, amt, rc)
 }
 
 #ifdef FENCE
-/* internal.h:sl__stock_enter:310-319.  ent: the fast path may go on. */
+/* internal.h:sl__stock_enter:314-323.  ent: the fast path may go on. */
 inline stock_enter(me)
 {
 #ifdef MUTANT_ENTER_LOOK_FIRST
@@ -988,18 +988,18 @@ inline stock_enter(me)
 	ent = (takers == 0);
 	inflight[me] = 1;
 #else
-	inflight[me] = 1; /* internal.h:312 */
-	/* internal.h:313 a compiler barrier; the taker's membarrier()
+	inflight[me] = 1; /* internal.h:316 */
+	/* internal.h:317 a compiler barrier; the taker's membarrier()
 	 * orders this store before the load below */
 #ifdef MUTANT_ENTER_NO_LOOK
 	/* the bug: no look at sl__stock_takers at all */
 	ent = 1;
 #else
-	ent = (takers == 0); /* internal.h:314 */
+	ent = (takers == 0); /* internal.h:318 */
 #endif
 #endif
 	if
-	:: !ent -> inflight[me] = 0 /* internal.h:317 */
+	:: !ent -> inflight[me] = 0 /* internal.h:321 */
 	:: else
 	fi
 }
@@ -1013,7 +1013,7 @@ inline charge_fast(me, g, amt, rc)
 	:: sgroup[me] == g -> /* charge.c:47 */
 #ifdef FENCE
 		/* charge.c:53-63: sl__stock_enter(), a plain load and store,
-		 * sl__stock_leave() (internal.h:322-325) */
+		 * sl__stock_leave() (internal.h:326-329) */
 		stock_enter(me); /* charge.c:55 */
 		if
 		:: ent ->

@@ -16,13 +16,16 @@
  * The quick tests' loop index is context * 2 + where, where 0 lowers the
  * limit of the group charged and 1 that of its parent (the stock is the
  * child's).  Both stock protocols: scripts/test runs this suite again with
- * SOFTLIMIT_MEMBARRIER=0.
+ * SOFTLIMIT_MEMBARRIER=0.  One test lowers max while an uncharge is about
+ * to keep its units in the stock (a hidden hook, lib/testing.h), the race
+ * the keep's second look settles.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
 
 #include "helpers.h"
+#include "testing.h"
 
 #include <sched.h>
 #include <stdbool.h>
@@ -321,6 +324,70 @@ START_TEST(a_high_lowered_while_another_thread_holds_a_stock_holds_for_it)
 }
 END_TEST
 
+/* ---- a keep racing the change ---- */
+
+struct keep_race {
+	sl_group *g;
+	int rc;
+	int fired;
+};
+
+static struct keep_race *keep_race;
+
+static void *lower_max_thread(void *arg)
+{
+	struct keep_race *kr = arg;
+	struct sl_limits lim;
+
+	sl_limits_init(&lim);
+	lim.max = 100;
+	kr->rc = sl_group_set_limits(kr->g, &lim);
+	return NULL;
+}
+
+/* Inside the keep, between its room check and its units' CAS into the
+ * slot: another thread lowers max (and gives our stock back), and waits. */
+static void keep_hook(sl_group *g)
+{
+	pthread_t th;
+
+	if (!keep_race || g != keep_race->g || keep_race->fired++)
+		return;
+	if (pthread_create(&th, NULL, lower_max_thread, keep_race) == 0)
+		pthread_join(th, NULL);
+}
+
+START_TEST(a_max_lowered_during_a_keep_holds_for_the_kept_units)
+{
+	sl_tree *t = tree_new(0, SL_UNLIMITED);
+	sl_group *g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	struct keep_race kr = { .g = g };
+	struct sl_stats st;
+
+	/* A slot for g with units (a refill), and 40000 units charged
+	 * exactly (above a batch: into local), so that an uncharge of 100
+	 * takes 99 from local and keeps them in the slot, which has room. */
+	ck_assert_int_eq(sl_charge(g, 1, 0), 0);
+	ck_assert_int_eq(sl_charge(g, 40000, 0), 0);
+	keep_race = &kr;
+	sl__keep_hook = keep_hook;
+	ck_assert_int_eq(sl_uncharge(g, 100), 0);
+	sl__keep_hook = NULL;
+	keep_race = NULL;
+	ck_assert_int_eq(kr.fired, 1);
+	ck_assert_int_eq(kr.rc, -EBUSY); /* nothing to reclaim: usage 39901 */
+	st = stats_of(g);
+	ck_assert_uint_eq(st.usage, 39901);
+	/* The kept units went back: none is handed out past max 100. */
+	ck_assert_msg(st.stocked == 0, "%" PRIu64 " units kept in a stock above max 100", st.stocked);
+	ck_assert_int_eq(sl_charge(g, 50, 0), -ENOMEM);
+	ck_assert_int_eq(sl_uncharge(g, 39901), 0);
+	ck_assert_int_eq(sl_group_destroy(g), 0);
+	assert_tree_ok(t);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 static Suite *setlimits_suite(void)
 {
 	Suite *s = suite_create("setlimits");
@@ -337,6 +404,7 @@ static Suite *setlimits_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, a_max_lowered_while_another_thread_holds_a_stock_holds_for_it, 0, 2 * NCTX);
 	tcase_add_loop_test(tc, a_high_lowered_while_another_thread_holds_a_stock_holds_for_it, 0, 2 * NCTX);
+	tcase_add_test(tc, a_max_lowered_during_a_keep_holds_for_the_kept_units);
 	suite_add_tcase(s, tc);
 	return s;
 }
