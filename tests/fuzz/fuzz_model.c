@@ -18,11 +18,11 @@
  * serves it or not (issue 24).  Background rounds (sl_background_reclaim())
  * run on groups given a headroom.
  *
- * SL_FUZZ_BG_GRANTS=1 also checks that a background round takes no group
- * below its min, nor a group with a headroom below its own soft limit
- * (GUARANTEE and REFAULT): issue 24's defect 3 and its family, which the
- * background code still has; off until that fix is in (it fails within
- * seconds without it).
+ * It also checks that a background round takes no group below its min,
+ * nor a group with a headroom below its own soft limit (GUARANTEE and
+ * REFAULT): issue 24's defect 3 and its family, which the model finds
+ * within seconds on the code before the fix (SL_FUZZ_BG_GRANTS=0 turns the
+ * check off).
  */
 #include <errno.h>
 #include <inttypes.h>

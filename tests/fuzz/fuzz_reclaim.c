@@ -151,8 +151,8 @@ void op_reclaim(struct input *in)
 				FAIL("group %d reclaimed below its min", j);
 }
 
-/* SL_FUZZ_BG_GRANTS=1: check that a background round takes no min, nor a
- * scope's own soft limit. */
+/* Check that a background round takes no min, nor a scope's own soft
+ * limit (unless SL_FUZZ_BG_GRANTS=0). */
 static bool bg_grants_check(void)
 {
 	static int on = -1;
