@@ -209,7 +209,7 @@ class Sampler(threading.Thread):
         self.max_over_bytes = 0
         self.errors = []
         self._run = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.conns = {}
         # Held across one sample: the test takes it to stop or kill a
         # process between two samples, never in the middle of a read.
@@ -229,7 +229,7 @@ class Sampler(threading.Thread):
         return u
 
     def run(self):
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             t0 = time.monotonic()
             total = 0
             try:
@@ -258,7 +258,7 @@ class Sampler(threading.Thread):
                 time.sleep(self.interval - dt)
 
     def stop(self):
-        self._stop.set()
+        self._halt.set()
         self.join()
 
 
@@ -294,7 +294,7 @@ class Load(threading.Thread):
             self.cum = [c / acc for c in cum]
         self.ops = 0
         self.errors = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.conns = {}
 
     def set_weights(self, weights):
@@ -324,7 +324,7 @@ class Load(threading.Thread):
         return self.perm[bisect.bisect_left(self.cum, self.rng.random())]
 
     def run(self):
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             by = {}
             for _ in range(self.batch):
                 k = self._key()
@@ -353,7 +353,7 @@ class Load(threading.Thread):
                     time.sleep(0.01)
 
     def stop(self):
-        self._stop.set()
+        self._halt.set()
         self.join()
 
 

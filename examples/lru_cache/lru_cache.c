@@ -868,6 +868,7 @@ int lru_store(struct lru_tenant *t, const void *key, size_t keylen, const void *
 	if (!it) {
 		pthread_mutex_lock(t->lock);
 		t->st.set_fails++;
+		t->st.set_fail_bytes += size;
 		pthread_mutex_unlock(t->lock);
 		return -ENOMEM;
 	}

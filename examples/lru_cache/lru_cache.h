@@ -56,6 +56,7 @@ struct lru_stats {
 	uint64_t refault_bytes; /* the evicted charges of those keys                 */
 	uint64_t ghosts;    /* ghosts kept now (each charged LRU_GHOST_SIZE)          */
 	uint64_t evicted_bytes; /* what the evicted items were charged                */
+	uint64_t set_fail_bytes; /* what the items of failed sets would have been charged */
 };
 
 /** What one ghost (an evicted key remembered) is charged to its tenant:

@@ -85,7 +85,7 @@ struct entry {
 	/* The demand hook's last figures: the lease thread's only. */
 	uint64_t last_evicted, last_refaulted;
 	/* What the watcher last logged about: the watcher's only. */
-	uint64_t seen_fences, seen_resets;
+	uint64_t seen_fences, seen_resets, seen_share;
 	enum sl_lease_state seen_state;
 };
 
@@ -186,6 +186,11 @@ static struct entry *entry_add(struct lru_tenant *t)
 
 /* ---- the demand hook: on the lease thread ---- */
 
+static uint64_t pressed(const struct lru_stats *st)
+{
+	return st->evicted_bytes + st->set_fail_bytes;
+}
+
 static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 {
 	struct entry *e = ctx;
@@ -193,10 +198,13 @@ static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 	struct lru_meta oldest;
 
 	(void)l;
+	/* A set refused for want of room is pressure at the share as much as
+	 * an eviction: without it, a tenant at a share of 0 (it joined while
+	 * others held everything) would evict nothing and never ask. */
 	if (lru_tenant_stats(e->t, &st) == 0) {
-		out->evicted = st.evicted_bytes - e->last_evicted;
+		out->evicted = pressed(&st) - e->last_evicted;
 		out->refaulted = st.refault_bytes - e->last_refaulted;
-		e->last_evicted = st.evicted_bytes;
+		e->last_evicted = pressed(&st);
 		e->last_refaulted = st.refault_bytes;
 	}
 	/* storage.c keeps each item's last read (or store) in atime, in
@@ -234,7 +242,7 @@ static int entry_join(struct entry *e, uint32_t flags)
 	/* The hook counts from here: what was evicted before the tenant held
 	 * a share says nothing about the share. */
 	if (lru_tenant_stats(e->t, &st) == 0) {
-		e->last_evicted = st.evicted_bytes;
+		e->last_evicted = pressed(&st);
 		e->last_refaulted = st.refault_bytes;
 	}
 	lease_opts(&lo, e, flags);
@@ -341,6 +349,13 @@ static void report(struct entry *e)
 
 	if (!l || sl_lease_stats(l, &st) != 0)
 		return;
+	/* The maintainer keeps --headroom percent of a max free ahead of the
+	 * sets (tenants.c); a lease moves the max, so the headroom follows. */
+	if (opt.headroom_pct && st.share != e->seen_share) {
+		sl_group_set_headroom(lru_tenant_group(e->t),
+				      st.share == SL_UNLIMITED ? 0 : st.share / 100 * opt.headroom_pct);
+		e->seen_share = st.share;
+	}
 	if (st.fences > e->seen_fences)
 		say("tenant %s: lease fenced: share down to its floor, %" PRIu64
 		    " bytes (the store was not reached within the lease; %" PRIu64 " store errors)",
