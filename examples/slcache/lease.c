@@ -224,6 +224,7 @@ static void lease_opts(struct sl_lease_opts *lo, struct entry *e, uint32_t flags
 	lo->flags = flags;
 	lo->period_ms = opt.lease_period_ms;
 	lo->ttl_ms = opt.lease_ttl_ms;
+	lo->idle_ms = opt.lease_idle_ms;
 	/* The margin must stay below the ttl: a third of it for short ttls. */
 	if (lo->margin_ms > lo->ttl_ms / 3)
 		lo->margin_ms = lo->ttl_ms / 3;

@@ -27,6 +27,7 @@ struct options opt = {
 	.stall_timeout = 10,
 	.lease_period_ms = 200,
 	.lease_ttl_ms = 3000,
+	.lease_idle_ms = 30000,
 };
 
 time_t started;
@@ -66,7 +67,8 @@ static void usage(FILE *f)
 		"               [--no-accounting | --no-arenas] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]\n"
 		"               [--max-tenants N] [--headroom PERCENT] [--metrics-port PORT]\n"
 		"               [--conn-memory SIZE] [--stall-timeout SECONDS]\n"
-		"               [--lease-store URL [--lease-period MS] [--lease-ttl MS]] [-v]\n"
+		"               [--lease-store URL [--lease-period MS] [--lease-ttl MS]\n"
+		"               [--lease-idle MS]] [-v]\n"
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
 		"  -m MEGABYTES     the whole server's memory budget, the root's max (default 64)\n"
@@ -94,6 +96,7 @@ static void usage(FILE *f)
 		"                   processes in it: its max is its lease (softlimitctl(1))\n"
 		"  --lease-period MS  how often leases are renewed and shares moved (200)\n"
 		"  --lease-ttl MS   how long a renewal holds in the store (3000)\n"
+		"  --lease-idle MS  a tenant gives back memory unread this long (30000)\n"
 		"  -v               log connections and errors to stderr\n");
 }
 
@@ -291,6 +294,8 @@ void options_parse(int argc, char **argv)
 			opt.lease_period_ms = parse_uint(v, "--lease-period (ms)", 10, 60000);
 		} else if (strcmp(a, "--lease-ttl") == 0) {
 			opt.lease_ttl_ms = parse_uint(v, "--lease-ttl (ms)", 100, 3600000);
+		} else if (strcmp(a, "--lease-idle") == 0) {
+			opt.lease_idle_ms = parse_uint(v, "--lease-idle (ms)", 1000, 86400000);
 		} else if (strcmp(a, "-I") == 0) {
 			uint64_t im;
 

@@ -54,6 +54,7 @@ struct options {
 	const char *lease_store;  /* --lease-store URL: NULL, off (lease.c)   */
 	unsigned lease_period_ms; /* --lease-period                            */
 	unsigned lease_ttl_ms;    /* --lease-ttl                               */
+	unsigned lease_idle_ms;   /* --lease-idle                              */
 	_Atomic int verbose;
 	struct tenant_opt tenants[TENANTS_MAX];
 	unsigned nr_tenants;
