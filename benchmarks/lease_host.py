@@ -9,8 +9,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from slcache_lease_lib import (Fail, Load, Sampler, Slcache, shm_unlink,  # noqa: E402
-                               softlimitctl)
+from slcache_lease_lib import (Fail, Load, Sampler, Slcache, softlimitctl,  # noqa: E402
+                               teardown)
 
 TENANT = "t"
 BUDGET = 4 << 20
@@ -130,13 +130,7 @@ def run(variant, binary, ctl, warm_s, measure_s):
             p.stop()
         return res
     finally:
-        if load:
-            load.stop()
-        if sampler and sampler.is_alive():
-            sampler.stop()
-        for p in procs:
-            p.cleanup()
-        shm_unlink(store)
+        teardown(load, sampler, procs, store)
 
 
 def main():

@@ -35,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from slcache_lease_lib import (Fail, Load, Sampler, Slcache, free_port,  # noqa: E402
-                               shm_unlink, softlimitctl, wait_for)
+                               softlimitctl, teardown, wait_for)
 
 TENANT = "hog"
 BUDGET = 8 << 20
@@ -192,13 +192,7 @@ def main():
         print(r.stdout + r.stderr)
         return 1
     finally:
-        if load:
-            load.stop()
-        if sampler and sampler.is_alive():
-            sampler.stop()
-        for p in procs:
-            p.cleanup()
-        shm_unlink(store)
+        teardown(load, sampler, procs, store)
 
 
 if __name__ == "__main__":

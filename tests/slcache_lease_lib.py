@@ -371,3 +371,14 @@ def shm_unlink(store):
         os.unlink("/dev/shm/softlimit-" + store.split(":", 1)[1])
     except OSError:
         pass
+
+
+def teardown(load, sampler, procs, store):
+    """Whatever a test or benchmark started, stopped, killed and removed."""
+    if load:
+        load.stop()
+    if sampler and sampler.is_alive():
+        sampler.stop()
+    for p in procs:
+        p.cleanup()
+    shm_unlink(store)
