@@ -357,13 +357,15 @@ static void report(struct entry *e)
 				      st.share == SL_UNLIMITED ? 0 : st.share / 100 * opt.headroom_pct);
 		e->seen_share = st.share;
 	}
-	if (st.fences > e->seen_fences)
+	/* A store found reset fences too: one line says both. */
+	if (st.store_resets > e->seen_resets)
+		say("tenant %s: the lease store %s was reset (wiped or recreated): "
+		    "share down to its floor, %" PRIu64 " bytes, rejoining", name, opt.lease_store,
+		    st.floor);
+	else if (st.fences > e->seen_fences)
 		say("tenant %s: lease fenced: share down to its floor, %" PRIu64
 		    " bytes (the store was not reached within the lease; %" PRIu64 " store errors)",
 		    name, st.floor, st.store_errors);
-	if (st.store_resets > e->seen_resets)
-		say("tenant %s: the lease store %s was reset (wiped or recreated): "
-		    "down to the floor, rejoining", name, opt.lease_store);
 	if (st.state != e->seen_state && st.state == SL_LEASE_ORPHANED)
 		say("tenant %s: budget deleted: keeping the last share, %" PRIu64 " bytes, frozen",
 		    name, st.share);
