@@ -87,6 +87,7 @@ struct entry {
 	/* What the watcher last logged about: the watcher's only. */
 	uint64_t seen_fences, seen_resets, seen_share;
 	enum sl_lease_state seen_state;
+	int join_err; /* the last join's error, logged once: the watcher's */
 };
 
 static struct {
@@ -302,8 +303,10 @@ static void join_existing(struct lru_tenant *t, void *arg)
 	}
 	if (rc == 0)
 		say("tenant %s: joined budget %s in %s", name, name, opt.lease_store);
-	else if (rc != -ENOENT)
-		say("tenant %s: cannot join its budget: %s (retried)", name, strerror(-rc));
+	else if (rc != -ENOENT && rc != e->join_err)
+		say("tenant %s: cannot join its budget: %s (retried every second)", name,
+		    strerror(-rc));
+	e->join_err = rc;
 }
 
 /* Reads the budgets' names; joins the tenants that have one. */
