@@ -241,7 +241,10 @@ static void checker_start(struct checker *c, const char *name, const char *budge
 
 static void checker_stop(struct checker *c)
 {
-	ck_assert_uint_gt(atomic_load(&c->samples), 0);
+	/* At least one snapshot after everything the test waited for. */
+	unsigned long seen = atomic_load(&c->samples);
+
+	WAIT_FOR(atomic_load(&c->samples) > seen, "the checker's next snapshot");
 	atomic_store(&c->stop, true);
 	join_thread(c->th);
 	sl_lease_store_close(c->s);
