@@ -53,7 +53,7 @@ expect 0 budget set web max=64M soft=48M min=8M
 expect 0 budget set db max=1G
 expect 0 budget set tiny max=1500
 expect 0 --json budget show web
-has '"name":"web","max":67108864,"soft":50331648,"min":8388608,"participants":0'
+has '"name":"web","max":67108864,"soft":50331648,"min":8388608,"participants":0,"share":0,"free":67108864,'
 has '"members":\[\]'
 expect 0 budget show web
 has '64M'
