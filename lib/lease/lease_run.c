@@ -107,7 +107,7 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 {
 	struct sl__lease_rec rec;
 	uint64_t c, ev, t, ft, h = sl__lease_rec_counted(me), held2, floor2;
-	bool grows = false;
+	bool grows = false, lapsed;
 	int64_t sent;
 	int rc;
 
@@ -155,7 +155,17 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 	rec.usage = c;
 	rec.demand = l->demand;
 	sent = sl__lease_now_ns();
+	/* Our own view ended since the read (a stall in this very step): the
+	 * floor first, and the store may count only our floor by now, so
+	 * anything above it is a grow (etcd: the record's lease ran out). */
+	lapsed = sent >= l->expiry_ns;
+	if (lapsed) {
+		sl__lease_fence(l);
+		grows = true;
+	}
 	rc = sl__store_write(l->s, l->budget, &rec, l->opts.ttl_ms, grows, v->version, l->incarnation);
+	if (rc == -EAGAIN && lapsed)
+		return; /* fenced: a fresh view next period, and a grow on it */
 	if (rc == -EAGAIN) {
 		/* Another grow won the compare: renew without growing. */
 		rec.held = held2 = min_u64(held2, h);
