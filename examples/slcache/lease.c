@@ -56,19 +56,12 @@ int lease_start(void)
 
 void lease_stop(void) {}
 void lease_tenant_created(struct lru_tenant *t) { (void)t; }
-
 void lease_tenant(struct lru_tenant *t, struct tenant_lease *out)
 {
 	(void)t;
 	memset(out, 0, sizeof(*out));
 }
-
-int lease_metrics(char **buf, size_t *len)
-{
-	(void)buf;
-	(void)len;
-	return 0;
-}
+int lease_metrics(char **buf, size_t *len) { (void)buf; (void)len; return 0; }
 
 #else
 
@@ -97,6 +90,7 @@ static struct {
 	_Atomic unsigned n;
 	char (*names)[SL_LEASE_NAME_MAX]; /* the budgets last read, sorted        */
 	size_t nnames;
+	bool list_failing;               /* the last refresh() failed: watcher's  */
 	pthread_t runner, watcher;
 	bool running;
 	pthread_mutex_t wlock;           /* stopping, for the watcher's sleeps    */
@@ -105,17 +99,8 @@ static struct {
 } ls = { .lock = PTHREAD_MUTEX_INITIALIZER, .wlock = PTHREAD_MUTEX_INITIALIZER,
 	 .wcond = PTHREAD_COND_INITIALIZER };
 
-static const char *state_name(enum sl_lease_state s)
-{
-	switch (s) {
-	case SL_LEASE_JOINING: return "joining";
-	case SL_LEASE_HELD: return "held";
-	case SL_LEASE_FENCED: return "fenced";
-	case SL_LEASE_STALLED: return "stalled";
-	case SL_LEASE_ORPHANED: return "orphaned";
-	}
-	return "unknown";
-}
+/* By enum sl_lease_state. */
+static const char *const state_names[] = { "joining", "held", "fenced", "stalled", "orphaned" };
 
 /* Logged whatever -v says: an operator must hear about a fence. */
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -329,11 +314,19 @@ static void refresh(void)
 			break;
 		cap = count + 16;
 	}
+	/* Said once each way: tenants created meanwhile are not leased (their
+	 * budgets are unknown) until the store answers again. */
 	if (rc != 0) {
-		logv("lease store %s: cannot list the budgets: %s", opt.lease_store, strerror(-rc));
+		if (!ls.list_failing)
+			say("lease store %s: cannot list the budgets: %s (tenants join once it answers)",
+			    opt.lease_store, strerror(-rc));
+		ls.list_failing = true;
 		free(names);
 		return;
 	}
+	if (ls.list_failing)
+		say("lease store %s: answering again", opt.lease_store);
+	ls.list_failing = false;
 	pthread_mutex_lock(&ls.lock);
 	free(ls.names);
 	ls.names = names;
@@ -517,7 +510,8 @@ void lease_tenant(struct lru_tenant *t, struct tenant_lease *out)
 	out->floor = st.floor;
 	out->demand = st.demand;
 	out->expires_ms = st.expires_ms;
-	out->state = state_name(st.state);
+	out->state = (unsigned)st.state < sizeof(state_names) / sizeof(state_names[0])
+			     ? state_names[st.state] : "unknown";
 }
 
 /* The families, in the order of the exposition: name, type, unit, help. */
