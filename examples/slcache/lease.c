@@ -77,6 +77,7 @@ struct entry {
 	_Atomic(sl_lease *) l;
 	/* The demand hook's last figures: the lease thread's only. */
 	uint64_t last_evicted, last_refaulted;
+	uint64_t own_max; /* the group's max before it joined (--tenant max=) */
 	/* What the watcher last logged about: the watcher's only. */
 	uint64_t seen_fences, seen_resets, seen_share;
 	enum sl_lease_state seen_state;
@@ -182,14 +183,21 @@ static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 	struct entry *e = ctx;
 	struct lru_stats st;
 	struct lru_meta oldest;
+	struct sl_limits cur;
+	bool own_cap;
 
 	(void)l;
+	/* A tenant whose own max (--tenant NAME:max=) is what holds it back
+	 * would gain nothing from a larger share: its evictions are no demand
+	 * on the budget. */
+	own_cap = e->own_max != SL_UNLIMITED && sl_group_limits(lru_tenant_group(e->t), &cur) == 0 &&
+		  cur.max >= e->own_max;
 	/* A set refused for want of room is pressure at the share as much as
 	 * an eviction: without it, a tenant at a share of 0 (it joined while
 	 * others held everything) would evict nothing and never ask. */
 	if (lru_tenant_stats(e->t, &st) == 0) {
-		out->evicted = pressed(&st) - e->last_evicted;
-		out->refaulted = st.refault_bytes - e->last_refaulted;
+		out->evicted = own_cap ? 0 : pressed(&st) - e->last_evicted;
+		out->refaulted = own_cap ? 0 : st.refault_bytes - e->last_refaulted;
 		e->last_evicted = pressed(&st);
 		e->last_refaulted = st.refault_bytes;
 	}
@@ -223,6 +231,7 @@ static int entry_join(struct entry *e, uint32_t flags)
 {
 	struct sl_lease_opts lo;
 	struct lru_stats st;
+	struct sl_limits own;
 	sl_lease *l = NULL;
 	int rc;
 
@@ -232,6 +241,7 @@ static int entry_join(struct entry *e, uint32_t flags)
 		e->last_evicted = pressed(&st);
 		e->last_refaulted = st.refault_bytes;
 	}
+	e->own_max = sl_group_limits(lru_tenant_group(e->t), &own) == 0 ? own.max : SL_UNLIMITED;
 	lease_opts(&lo, e, flags);
 	rc = sl_lease_join(ls.store, lru_tenant_name(e->t), lru_tenant_group(e->t), &lo, &l);
 	if (rc == 0)
