@@ -155,6 +155,41 @@ START_TEST(the_longest_node_name_gives_whole_participant_ids)
 }
 END_TEST
 
+START_TEST(store_remove_unlinks_the_object_and_refuses_bad_input)
+{
+	struct sl_lease_store_opts o;
+	struct sl_limits lim;
+	sl_lease_store *s;
+	char name[64], url[160];
+
+	lease_name(name, sizeof(name));
+	lease_url(url, sizeof(url), name);
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 100, 0, 0);
+	sl_lease_store_close(s);
+
+	ck_assert_int_eq(sl_lease_store_remove(NULL, NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_remove("noscheme", NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_remove("shm:", NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_remove("shm:a/b", NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_remove("nosuch:x", NULL), -EPROTONOSUPPORT);
+	sl_lease_store_opts_init(&o);
+	o.reserved = 1;
+	ck_assert_int_eq(sl_lease_store_remove(url, &o), -EINVAL);
+	ck_assert(lease_object_exists(name));
+
+	sl_lease_store_opts_init(&o);
+	ck_assert_int_eq(sl_lease_store_remove(url, &o), 0);
+	ck_assert(!lease_object_exists(name));
+	ck_assert_int_eq(sl_lease_store_remove(url, NULL), -ENOENT);
+	/* Opened again: a new, empty store. */
+	s = lease_open(name, 1000);
+	ck_assert_int_eq(sl_lease_budget_get(s, "b", &lim), -ENOENT);
+	sl_lease_store_close(s);
+	ck_assert_int_eq(sl_lease_store_remove(url, NULL), 0);
+}
+END_TEST
+
 /* ---- budgets ---- */
 
 START_TEST(budget_set_refuses_bad_input_and_changes_nothing)
@@ -448,6 +483,7 @@ static Suite *lease_suite(void)
 	tcase_add_test(tc, store_opts_init_sets_the_defaults);
 	tcase_add_test(tc, two_handles_of_one_name_share_the_store);
 	tcase_add_test(tc, the_longest_node_name_gives_whole_participant_ids);
+	tcase_add_test(tc, store_remove_unlinks_the_object_and_refuses_bad_input);
 	tcase_add_test(tc, budget_set_refuses_bad_input_and_changes_nothing);
 	tcase_add_test(tc, budgets_are_set_read_listed_sorted_and_deleted);
 	tcase_add_test(tc, a_full_budget_table_is_enospc);

@@ -142,6 +142,16 @@ SL_API int sl_lease_store_open(const char *url, const struct sl_lease_store_opts
 SL_API void sl_lease_store_close(sl_lease_store *s);
 
 /**
+ * sl_lease_store_remove() - remove the store at @url and everything in it:
+ * shm: unlink the object (processes that have it open keep theirs until
+ * they close it; the next open creates an empty one, which their leases see
+ * as a store reset); etcd: delete every key under PREFIX.  For tests and
+ * for tearing a deployment down.  Errors: -EINVAL, -EPROTONOSUPPORT,
+ * -ENOENT (no such store), store errors.  Thread-safe.
+ */
+SL_API int sl_lease_store_remove(const char *url, const struct sl_lease_store_opts *opts);
+
+/**
  * sl_lease_budget_set() - create the budget @name, or change its limits, to
  * @lim's max, soft and min (high must be SL_UNLIMITED).  Errors: -EINVAL for
  * NULL arguments, a bad name, max 0 or SL_UNLIMITED, soft or min above max,
