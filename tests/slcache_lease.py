@@ -195,7 +195,7 @@ def main():
         print(r.stdout + r.stderr)
         return 1
     finally:
-        teardown(load, sampler, procs, store)
+        teardown(load, sampler, procs, ctl, store)
 
 
 if __name__ == "__main__":
