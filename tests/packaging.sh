@@ -60,7 +60,7 @@ man -M "$usr/share/man" -w sl_charge sl_uncharge sl_jemalloc_free sl_lease_join 
 	die "man cannot find the packaged pages"
 "$usr/bin/slcache" --help >/dev/null || die "the packaged slcache does not run"
 LD_LIBRARY_PATH=$libdir "$usr/bin/softlimitctl" --help >/dev/null || die "the packaged softlimitctl does not run"
-[ -f "$usr/share/doc/libsoftlimit-dev/design.md" ] && [ -f "$usr/share/doc/libsoftlimit-dev/examples/threads_host.c" ] ||
+ls "$usr/share/doc/libsoftlimit-dev/design.md"* >/dev/null 2>&1 && [ -f "$usr/share/doc/libsoftlimit-dev/examples/threads_host.c" ] ||
 	die "libsoftlimit-dev ships no design documents or examples"
 
 log "consumer via pkg-config"
