@@ -34,6 +34,7 @@
 #define META_FETCHED 1u
 
 static size_t item_max;
+static int64_t started_at;
 static _Atomic int64_t flush_at; /* a delayed flush_all's deadline, 0 = none */
 
 int64_t store_now(void)
@@ -69,6 +70,7 @@ static bool item_live(void *ctx, const struct lru_meta *m)
 int store_start(size_t max)
 {
 	item_max = max;
+	started_at = store_now();
 	return tenants_start(item_live);
 }
 
@@ -270,26 +272,45 @@ enum store_result store_touch(const char *key, size_t keylen, int64_t exptime)
 		       : ST_NOT_FOUND;
 }
 
-/* A value incr/decr accepts: 1..20 digits, optionally followed by spaces
- * (memcached pads a shrunk number with them). */
-static bool parse_counter(const char *v, size_t len, uint64_t *out)
+static bool is_space(char ch)
 {
-	uint64_t x = 0;
-	size_t i = 0;
+	return ch == ' ' || (ch >= '\t' && ch <= '\r');
+}
 
-	for (; i < len && v[i] >= '0' && v[i] <= '9'; i++) {
-		unsigned d = (unsigned)(v[i] - '0');
+bool store_num_scan(const char *s, size_t n, bool *neg, uint64_t *mag)
+{
+	size_t i = 0, digits = 0;
+	uint64_t x = 0;
+
+	while (i < n && is_space(s[i]))
+		i++;
+	*neg = i < n && s[i] == '-';
+	if (i < n && (s[i] == '-' || s[i] == '+'))
+		i++;
+	for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
+		unsigned d = (unsigned)(s[i] - '0');
 
 		if (x > (UINT64_MAX - d) / 10)
 			return false;
 		x = x * 10 + d;
 	}
-	if (i == 0)
+	if (digits == 0 || (i < n && !is_space(s[i])))
 		return false;
-	for (; i < len; i++)
-		if (v[i] != ' ')
-			return false;
-	*out = x;
+	*mag = x;
+	return true;
+}
+
+bool store_num_u64(const char *s, size_t n, uint64_t *out)
+{
+	uint64_t mag, v;
+	bool neg;
+
+	if (!store_num_scan(s, n, &neg, &mag))
+		return false;
+	v = neg ? (uint64_t)0 - mag : mag;
+	if ((int64_t)v < 0 && memchr(s, '-', n))
+		return false;
+	*out = v;
 	return true;
 }
 
@@ -315,6 +336,7 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 				continue;
 			if (err)
 				return ST_NOMEM;
+			out->created = true;
 			out->value = a->initial;
 			out->exptime = m.exptime;
 			return ST_OK;
@@ -325,7 +347,9 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 			free(old.value);
 			return ST_EXISTS;
 		}
-		if (!parse_counter(old.value, old.vlen, &val)) {
+		/* As memcached: the value is read as a number is on a command
+		 * line, so " 12", "+1" and "1 2" count (12, 1, 1). */
+		if (old.vlen == 0 || !store_num_u64(old.value, old.vlen, &val)) {
 			free(old.value);
 			return ST_NON_NUMERIC;
 		}
@@ -344,6 +368,7 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, buf, (size_t)len, &old.meta, LRU_IF_CAS, &out->cas);
 		if (err == 0) {
+			out->created = false;
 			out->value = val;
 			out->exptime = old.meta.exptime;
 			return ST_OK;
@@ -366,10 +391,11 @@ void store_flush(int64_t when)
 {
 	int64_t at = when > 0 ? store_realtime(when) : 0;
 
-	/* An absolute time already past flushes nothing (memcached 1.6.18). */
-	if (when > REALTIME_MAXDELTA && when <= store_now())
+	/* As memcached 1.6.18: an absolute time already past flushes every item
+	 * now (its oldest live cas moves to the current one), unless it is
+	 * before the server started (its clock then reads 0, "no flush"). */
+	if (when > REALTIME_MAXDELTA && when <= started_at)
 		return;
-
 	if (at > store_now()) {
 		atomic_store_explicit(&flush_at, at, memory_order_relaxed);
 		return;

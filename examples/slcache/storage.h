@@ -80,6 +80,7 @@ struct store_arith {
 };
 
 struct store_arith_out {
+	bool created;       /* vivified (ma N): it was not there   */
 	uint64_t value;
 	uint64_t cas;
 	int64_t exptime;
@@ -100,5 +101,16 @@ void store_flush(int64_t when);
 int64_t store_realtime(int64_t exptime);
 
 int64_t store_now(void);
+
+/** A number as memcached reads one with strtoull/strtoll, base 10, from the
+ * @n bytes at @s: leading white space and a sign are taken, the digits may
+ * be followed by white space and then anything; false when there is no
+ * digit, something else follows them, or the magnitude passes 64 bits.
+ * *@neg says whether the sign was "-", *@mag gets the magnitude. */
+bool store_num_scan(const char *s, size_t n, bool *neg, uint64_t *mag);
+
+/** As strtoull: a negative number wraps, but one that then reads negative
+ * as a signed number is refused (memcached's check). */
+bool store_num_u64(const char *s, size_t n, uint64_t *out);
 
 #endif /* SLCACHE_STORAGE_H */
