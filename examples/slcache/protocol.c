@@ -721,7 +721,21 @@ static bool starts(const char *line, size_t len, const char *word)
 static void cmd_slabs(struct conn *c, struct tok *tk, size_t nt)
 {
 	uint32_t level;
+	int64_t src, dst;
 
+	if (nt == 4 && tok_is(&tk[1], "reassign")) {
+		/* No class ever has a spare page to give. */
+		if (!tok_i32(&tk[2], &src) || !tok_i32(&tk[3], &dst))
+			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+		else if (src == dst)
+			ob_str(c, "SAME src and dst class are identical\r\n");
+		else if (src < -1 || src == 0 || src >= SLAB_CLASSES_MAX || dst < 1 ||
+			 dst >= SLAB_CLASSES_MAX)
+			ob_str(c, "BADCLASS invalid src or dst class id\r\n");
+		else
+			ob_str(c, "NOSPARE source class has no spare pages\r\n");
+		return;
+	}
 	if (nt < 3 || !tok_is(&tk[1], "automove")) {
 		ob_str(c, "ERROR\r\n");
 		return;
@@ -772,6 +786,10 @@ static void process_line(struct conn *c, char *line, size_t len)
 	size_t nt;
 
 	c->noreply = false;
+	while (len > 0 && line[0] == ' ') { /* as memcached's tokenizer */
+		line++;
+		len--;
+	}
 	if (starts(line, len, "get") || starts(line, len, "gets")) {
 		cmd_get(c, line, len, line[3] == 's', false);
 		return;
@@ -824,6 +842,13 @@ static void process_line(struct conn *c, char *line, size_t len)
 		cmd_memlimit(c, tk, nt);
 	else if (tok_is(&tk[0], "quit")) {
 		c->close_after = true;
+		c->state = CS_CLOSE;
+	} else if (tok_is(&tk[0], "shutdown"))
+		ob_str(c, "ERROR: shutdown not enabled\r\n");
+	else if (tok_is(&tk[0], "watch")) {
+		/* A log stream with nothing to log: memcached's connection reads
+		 * no more commands either. */
+		ob_str(c, "OK\r\n");
 		c->state = CS_CLOSE;
 	} else if (tk[0].s[0] == 's' || tk[0].s[0] == 'a' || tk[0].s[0] == 'c' ||
 		   tk[0].s[0] == 'i' || tk[0].s[0] == 'd' || tk[0].s[0] == 't')
