@@ -26,7 +26,7 @@ run_all() {
 		slc_expect 3 'ERROR'
 	done
 	for cmd in 'set k 0 0 abc' 'set k 0 0 -1' 'set k x 0 1' 'set k 0 y 1' 'set k 18446744073709551616 0 1' \
-		'set k 0 0 4294967296' 'set k 0 0 99999999999999999999999' 'cas k 0 0 1 x' \
+		'set k 0 0 2147483648' 'set k 0 0 99999999999999999999999' 'cas k 0 0 1 x' \
 		"get $(printf 'k%.0s' $(seq 1 251))" "set $(printf 'k%.0s' $(seq 1 251)) 0 0 1"; do
 		printf '%s\r\n' "$cmd" >&3
 		slc_expect 3 'CLIENT_ERROR bad command line format*'
