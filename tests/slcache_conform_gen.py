@@ -194,6 +194,17 @@ case("verbosity levels", "verbosity 0\\r\\nverbosity 5\\r\\nverbosity 1 noreply\
 case("binary magic close", "\\x80\\x00\\x00\\x00")
 case("binary magic after command close", "version\\r\\n\\x80\\x01")
 
+session("item size")
+# -I (1 MiB) limits memcached's whole item: header, cas, key, flags, value.
+for n, fl, key in [(1048516, 0, "k"), (1048517, 0, "k"), (1048512, 5, "k"), (1048513, 5, "k"),
+                   (1048507, 0, "k" * 10), (1048508, 0, "k" * 10), (1048576, 0, "k")]:
+    case("item size %d flags %d key %d" % (n, fl, len(key)),
+         "set %s %d 0 %d\\r\\n\\{%d*v}\\r\\nmg %s s\\r\\n" % (key, fl, n, n, key))
+    case("ms item size %d flags %d key %d" % (n, fl, len(key)),
+         "ms %s %d F%d\\r\\n\\{%d*v}\\r\\nmg %s s f\\r\\n" % (key, n, fl, n, key))
+case("append to the item size", "set ap 0 0 1048500\\r\\n\\{1048500*v}\\r\\n",
+     "append ap 0 0 16\\r\\n\\{16*w}\\r\\nappend ap 0 0 1\\r\\nw\\r\\nmg ap s\\r\\n")
+
 session("split")
 # Requests cut across packets, and pipelined ones.
 case("split get line", setv("sp", "x"), "get \\{pause 50}sp\\r\\n")

@@ -440,7 +440,7 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 			p->mret_len += n;
 		}
 	}
-	if ((size_t)vlen > opt.item_max) {
+	if (store_item_total(p->keylen, p->flags, p->vlen) > opt.item_max) {
 		ob_str(c, "SERVER_ERROR object too large for cache\r\n");
 		if (p->mode == SM_SET)
 			store_delete(p->key, p->keylen, 0);
@@ -644,13 +644,6 @@ struct me_ctx {
 	bool b;
 };
 
-/* The size memcached's item would have: its 48-byte header, the cas, the
- * key and its NUL, the client flags when not 0, the value and its "\r\n". */
-static size_t item_total(size_t keylen, const struct item_view *v)
-{
-	return 48 + 8 + keylen + 1 + (v->flags ? 4 : 0) + v->vlen + 2;
-}
-
 /* memcached's slab class for an item of @total bytes (-n 48, -f 1.25,
  * 8-byte aligned chunks): what "cls=" shows. */
 static unsigned slab_class(size_t total)
@@ -671,7 +664,7 @@ static void me_emit(void *arg, const struct item_view *v)
 	struct me_ctx *x = arg;
 	char key[STORE_KEY_MAX * 2 + 8];
 	size_t n = x->b ? b64_encode(x->key, x->keylen, key) : x->keylen;
-	size_t total = item_total(x->keylen, v);
+	size_t total = store_item_total(x->keylen, v->flags, v->vlen);
 
 	if (!x->b)
 		memcpy(key, x->key, n);

@@ -300,7 +300,7 @@ static void cmd_update(struct conn *c, struct tok *tk, size_t nt, enum store_mod
 	c->p.keylen = tk[1].n;
 	memcpy(c->p.key, tk[1].s, tk[1].n);
 	c->p.vlen = (size_t)vlen;
-	if ((size_t)vlen > opt.item_max) {
+	if (store_item_total(c->p.keylen, c->p.flags, c->p.vlen) > opt.item_max) {
 		reply(c, "SERVER_ERROR object too large for cache");
 		/* As memcached: a failed set drops the old value; the data is swallowed. */
 		if (mode == SM_SET)

@@ -42,6 +42,11 @@ int64_t store_now(void)
 	return (int64_t)time(NULL);
 }
 
+size_t store_item_total(size_t keylen, uint32_t flags, size_t vlen)
+{
+	return 48 + 8 + keylen + 1 + (flags ? 4 : 0) + vlen + 2;
+}
+
 int64_t store_realtime(int64_t exptime)
 {
 	int64_t now = store_now();
@@ -179,7 +184,8 @@ static enum store_result concat(struct lru_tenant *t, bool prepend, const char *
 			free(old.value);
 			return ST_EXISTS;
 		}
-		if (old.vlen + vlen > item_max) { /* as memcached: not stored */
+		if (store_item_total(keylen, old.meta.flags, old.vlen + vlen) > item_max) {
+			/* as memcached: not stored */
 			free(old.value);
 			return ST_NOT_STORED;
 		}
@@ -216,7 +222,7 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 
 	if (mode == SM_APPEND || mode == SM_PREPEND)
 		return concat(t, mode == SM_PREPEND, key, keylen, data, vlen, cas, cas_out);
-	if (vlen > item_max) {
+	if (store_item_total(keylen, flags, vlen) > item_max) {
 		/* As memcached: a failed set does not leave the old value behind. */
 		if (mode == SM_SET)
 			lru_delete(t, key, keylen);

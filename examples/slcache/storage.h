@@ -96,6 +96,11 @@ enum store_result store_touch(const char *key, size_t keylen, int64_t exptime);
 /** flush_all: @when as an exptime (0 or past: now; else relative or absolute). */
 void store_flush(int64_t when);
 
+/** The size memcached gives the item (its 48-byte header, the cas, the key
+ * and a NUL, the client flags when not 0, the value and its "\r\n"):
+ * what -I limits, and what "me" shows. */
+size_t store_item_total(size_t keylen, uint32_t flags, size_t vlen);
+
 /** memcached's exptime rule: 0 never, negative already expired, up to 30
  * days relative, beyond that an absolute unix time. */
 int64_t store_realtime(int64_t exptime);
