@@ -194,6 +194,24 @@ case("verbosity levels", "verbosity 0\\r\\nverbosity 5\\r\\nverbosity 1 noreply\
 case("binary magic close", "\\x80\\x00\\x00\\x00")
 case("binary magic after command close", "version\\r\\n\\x80\\x01")
 
+session("stale")
+# Stale-while-revalidate: md I, ms I, mg N and R, the W, X and Z flags.
+case("mg N vivify", "mg v1 N30 v\\r\\nmg v1 v\\r\\nmg v1 v t\\r\\n")
+case("mg N hit", setv("v2", "x"), "mg v2 N30 v\\r\\n")
+case("mg N q k O miss", "mg v3 N0 s v q k O1\\r\\nmg v3 s\\r\\n")
+case("mg N no v", "mg v4 N10 s t f c\\r\\nmg v4 s\\r\\n")
+case("md I then mg", setv("s1", "x"), "md s1 I\\r\\nmg s1 v\\r\\nmg s1 v\\r\\n",
+     "ms s1 1\\r\\ny\\r\\nmg s1 v\\r\\n")
+case("md I T", setv("s2", "x"), "md s2 I T30\\r\\nmg s2 t v\\r\\nmd s2 I q\\r\\nmg s2 v\\r\\n")
+case("md I missing", "md nope I\\r\\nmd nope I q\\r\\n")
+case("md I cas", setv("s3", "x"), "md s3 I C1\\r\\nmg s3 c\\r\\n")
+case("mg R", setv("r1", "x", exp=100), "mg r1 R30 v\\r\\nmg r1 R200 v\\r\\nmg r1 R200 v\\r\\n")
+case("mg R no ttl", setv("r2", "x"), "mg r2 R30 v\\r\\n")
+case("ms I old cas", setv("i1", "x"), "ms i1 1 C1 c\\r\\ny\\r\\nms i1 1 I C1\\r\\nz\\r\\nmg i1 v t\\r\\nmg i1 v\\r\\n")
+case("ms I matching cas", "ms i2 1 c\\r\\nx\\r\\nmg i2 c\\r\\n")
+case("ms I missing", "ms i3 1 I C5\\r\\nx\\r\\nms i3 1 I\\r\\nx\\r\\nmg i3 v\\r\\n")
+case("ms I without C", setv("i4", "x"), "md i4 I\\r\\nms i4 1 I\\r\\ny\\r\\nmg i4 v\\r\\n")
+
 session("item size")
 # -I (1 MiB) limits memcached's whole item: header, cas, key, flags, value.
 for n, fl, key in [(1048516, 0, "k"), (1048517, 0, "k"), (1048512, 5, "k"), (1048513, 5, "k"),

@@ -8,9 +8,10 @@
  * client does not need (a miss for mg, success for the others); "b" says
  * the key is base64.
  *
- * Not here: mg's N/R (vivify on miss, recache; the stale-while-revalidate
- * "W", "X" and "Z" flags) and md/ms's I (invalidate to stale) - those
- * answer "CLIENT_ERROR invalid flag".
+ * Stale-while-revalidate: md I (and ms I with an old cas) leave an item
+ * stale instead of gone; mg N creates a missing item empty, and mg R finds
+ * one about to expire; one reader then gets "W" (refresh it), the others
+ * "Z", and a stale item "X" (storage.c keeps the bits).
  */
 #define _GNU_SOURCE
 
@@ -132,13 +133,10 @@ static const struct tok *flag_tok(const struct mreq *m, char f)
  * Splits tk[first..] into flags as memcached 1.6 does, whatever the
  * command: every flag letter memcached knows is taken (a command ignores
  * those it has no use for), a repeated or unknown one stops the parse, and
- * a bad token after a letter is an error with that letter's text.  @unsup
- * lists the letters slcache refuses ("invalid flag": mg's N and R, the
- * stale-while-revalidate protocol, and md/ms's I).  Returns the error line,
- * or NULL.
+ * a bad token after a letter is an error with that letter's text.  Returns
+ * the error line, or NULL.
  */
-static const char *parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t first,
-			       const char *unsup)
+static const char *parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t first)
 {
 	const char *err = NULL;
 	size_t i;
@@ -160,7 +158,7 @@ static const char *parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t
 
 		if (bit >= 0 && (m->seen >> bit & 1))
 			return "CLIENT_ERROR duplicate flag";
-		if (bit < 0 || !strchr("bNTRlOPLkstcfvhuqFCMJDI", f) || strchr(unsup, f))
+		if (bit < 0 || !strchr("bNTRlOPLkstcfvhuqFCMJDI", f))
 			return "CLIENT_ERROR invalid flag";
 		m->seen |= 1ull << bit;
 		m->flag[m->nflags++] = tk[i];
@@ -322,6 +320,14 @@ static void mg_emit(void *arg, const struct item_view *v)
 		default: put_echo(c, m, f); break;
 		}
 	}
+	/* Stale-while-revalidate, after the flags as memcached: Z (another
+	 * client is refreshing it), X (stale), W (you refresh it). */
+	if (v->won)
+		ob_put(c, " Z", 2);
+	if (v->stale)
+		ob_put(c, " X", 2);
+	if (v->win)
+		ob_put(c, " W", 2);
 	ob_put(c, "\r\n", 2);
 	if (has(m, 'v') && ob_reserve(c, v->vlen + 2)) {
 		memcpy(c->wbuf + c->wend, v->value, v->vlen);
@@ -340,11 +346,13 @@ void meta_get(struct conn *c, struct tok *tk, size_t nt)
 	BUMP(c, meta_cmds);
 	if (!line_ok(c, tk, nt, "CLIENT_ERROR options flags are too long\r\n"))
 		return;
-	err = parse_flags(&m, tk, nt, 2, "NR");
+	err = parse_flags(&m, tk, nt, 2);
 	if (err) {
 		ob_printf(c, "%s\r\n", err);
 		return;
 	}
+	how.vivify = flag_i32(&m, 'N', &how.vivify_exptime) && has(&m, 'N');
+	how.recache = flag_i32(&m, 'R', &how.recache_time) && has(&m, 'R');
 	if (has(&m, 'T')) {
 		(void)flag_i32(&m, 'T', &how.exptime);
 		how.touch = true;
@@ -390,7 +398,7 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 		return;
 	}
 	/* From here on an error swallows the data block, as memcached does. */
-	err = parse_flags(&m, tk, nt, 3, "I");
+	err = parse_flags(&m, tk, nt, 3);
 	(void)(flag_u32(&m, 'F', &flags) && flag_u64(&m, 'C', &cas) &&
 	       flag_i32(&m, 'T', &exptime));
 	memset(p, 0, offsetof(struct pending, mret));
@@ -413,7 +421,7 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 	}
 	/* A C flag makes a set or a replace a cas, even C0 (memcached). */
 	if (has(&m, 'C') && (p->mode == SM_SET || p->mode == SM_REPLACE))
-		p->mode = SM_CAS;
+		p->mode = has(&m, 'I') ? SM_CAS_STALE : SM_CAS;
 	p->cas = cas;
 	p->flags = flags;
 	p->exptime = exptime;
@@ -469,7 +477,7 @@ void meta_complete_set(struct conn *c, const char *data)
 			     p->cas, &cas)) {
 	case ST_STORED:
 		BUMP(c, total_items);
-		if (p->mode == SM_CAS)
+		if (p->mode == SM_CAS || p->mode == SM_CAS_STALE)
 			BUMP(c, cas_hits);
 		code = "HD";
 		break;
@@ -522,17 +530,21 @@ void meta_delete(struct conn *c, struct tok *tk, size_t nt)
 {
 	struct mreq m;
 	uint64_t cas = 0;
+	int64_t ttl = 0;
 	enum store_result r;
 
 	BUMP(c, meta_cmds);
 	if (!line_ok(c, tk, nt, "CLIENT_ERROR options flags too long\r\n"))
 		return;
-	if (parse_flags(&m, tk, nt, 2, "I")) {
+	if (parse_flags(&m, tk, nt, 2)) {
 		ob_str(c, "CLIENT_ERROR invalid or duplicate flag\r\n");
 		return;
 	}
-	(void)flag_u64(&m, 'C', &cas);
-	r = store_delete(m.key, m.keylen, cas);
+	(void)(flag_u64(&m, 'C', &cas) && flag_i32(&m, 'T', &ttl));
+	if (has(&m, 'I')) /* invalidate: stale, for one client to refresh */
+		r = store_invalidate(m.key, m.keylen, cas, has(&m, 'T'), ttl);
+	else
+		r = store_delete(m.key, m.keylen, cas);
 	if (r == ST_DELETED) {
 		BUMP(c, delete_hits);
 		if (m.q)
@@ -562,7 +574,7 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 	BUMP(c, meta_cmds);
 	if (!line_ok(c, tk, nt, "CLIENT_ERROR options flags too long\r\n"))
 		return;
-	if (parse_flags(&m, tk, nt, 2, "")) {
+	if (parse_flags(&m, tk, nt, 2)) {
 		ob_str(c, "CLIENT_ERROR invalid or duplicate flag\r\n");
 		return;
 	}

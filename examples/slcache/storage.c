@@ -32,6 +32,8 @@
 #define REALTIME_MAXDELTA (60 * 60 * 24 * 30) /* memcached: larger is absolute time */
 #define RMW_TRIES 64
 #define META_FETCHED 1u
+#define META_WON 2u   /* the win token was handed out (mg W, then Z)  */
+#define META_STALE 4u /* invalidated by md I or ms I                   */
 
 static size_t item_max;
 static int64_t started_at;
@@ -84,6 +86,15 @@ void store_stop(void)
 	tenants_stop();
 }
 
+static struct lru_meta new_meta(uint32_t flags, int64_t exptime, uint64_t cas)
+{
+	struct lru_meta m = { .cas = cas, .flags = flags };
+
+	m.exptime = (uint32_t)store_realtime(exptime);
+	m.stored = m.atime = (uint32_t)store_now();
+	return m;
+}
+
 /* ---- reads ---- */
 
 struct read_ctx {
@@ -95,14 +106,23 @@ struct read_ctx {
 static void read_item(void *arg, struct lru_meta *m, const void *value, size_t vlen)
 {
 	struct read_ctx *r = arg;
+	const struct store_read *how = r->how;
 	struct item_view v = {
 		.value = value, .vlen = vlen, .flags = m->flags, .cas = m->cas,
 		.exptime = m->exptime, .atime = m->atime, .fetched = m->bits & META_FETCHED,
+		.stale = m->bits & META_STALE, .won = m->bits & META_WON,
 	};
 
-	if (r->how && r->how->touch) {
-		m->exptime = (uint32_t)store_realtime(r->how->exptime);
+	if (how && how->touch) {
+		m->exptime = (uint32_t)store_realtime(how->exptime);
 		v.exptime = m->exptime;
+	}
+	/* One reader wins the right to refresh: of a stale item, or with R,
+	 * of one about to expire; the others see Z until it is replaced. */
+	if (!v.won && (v.stale || (how && how->recache && m->exptime != 0 &&
+				   m->exptime < store_realtime(how->recache_time)))) {
+		v.win = true;
+		m->bits |= META_WON;
 	}
 	m->bits |= META_FETCHED;
 	m->atime = (uint32_t)store_now();
@@ -113,11 +133,33 @@ enum store_result store_get(const char *key, size_t keylen, const struct store_r
 			    store_emit_fn emit, void *arg)
 {
 	struct read_ctx r = { how, emit, arg };
+	struct lru_tenant *t = tenant_for_key(key, keylen);
 	unsigned flags = how && how->nostats ? LRU_VISIT_NOSTATS : 0;
+	unsigned tries;
 
-	return lru_visit(tenant_for_key(key, keylen), key, keylen, flags, read_item, &r) == 0
-		       ? ST_OK
-		       : ST_NOT_FOUND;
+	for (tries = 0; tries < RMW_TRIES; tries++) {
+		struct lru_meta m;
+		struct item_view v = { .value = "", .win = true };
+		int err;
+
+		if (lru_visit(t, key, keylen, flags, read_item, &r) == 0)
+			return ST_OK;
+		if (!how || !how->vivify)
+			return ST_NOT_FOUND;
+		/* mg N: the first to miss creates an empty item and refreshes it. */
+		m = new_meta(0, how->touch ? how->exptime : how->vivify_exptime, 0);
+		m.bits = META_WON;
+		err = lru_store(t, key, keylen, "", 0, &m, LRU_IF_ABSENT, &v.cas);
+		if (err == -EEXIST)
+			continue; /* another client's got there first: read it */
+		if (err)
+			return ST_NOMEM;
+		v.exptime = m.exptime;
+		v.atime = m.atime;
+		emit(arg, &v);
+		return ST_OK;
+	}
+	return ST_NOT_FOUND;
 }
 
 /* A copy of an item, for read-modify-write. */
@@ -153,15 +195,6 @@ static enum store_result copy_out(struct lru_tenant *t, const char *key, size_t 
 }
 
 /* ---- writes ---- */
-
-static struct lru_meta new_meta(uint32_t flags, int64_t exptime, uint64_t cas)
-{
-	struct lru_meta m = { .cas = cas, .flags = flags };
-
-	m.exptime = (uint32_t)store_realtime(exptime);
-	m.stored = m.atime = (uint32_t)store_now();
-	return m;
-}
 
 /* append/prepend: ST_STORED, ST_NOT_STORED, ST_EXISTS or ST_NOMEM. */
 static enum store_result concat(struct lru_tenant *t, bool prepend, const char *key,
@@ -211,6 +244,44 @@ static enum store_result concat(struct lru_tenant *t, bool prepend, const char *
 	return ST_NOT_STORED;
 }
 
+/*
+ * ms I with a cas: the unique matches, a plain cas store; it is older than
+ * the item's, the value still goes in, but keeps the item's expiry and win
+ * token and is marked stale (memcached 1.6); otherwise ST_EXISTS.
+ */
+static enum store_result cas_stale(struct lru_tenant *t, const char *key, size_t keylen,
+				   const struct lru_meta *m, const void *data, size_t vlen,
+				   uint64_t cas, uint64_t *cas_out)
+{
+	unsigned tries;
+
+	for (tries = 0; tries < RMW_TRIES; tries++) {
+		struct copy old;
+		struct lru_meta nm = *m;
+		enum store_result r = copy_out(t, key, keylen, &old);
+		int err;
+
+		if (r != ST_OK)
+			return r;
+		free(old.value);
+		if (cas == 0 || cas > old.meta.cas)
+			return ST_EXISTS;
+		if (cas < old.meta.cas) {
+			nm.exptime = old.meta.exptime;
+			nm.bits = META_STALE | (old.meta.bits & META_WON);
+		}
+		nm.cas = old.meta.cas;
+		err = lru_store(t, key, keylen, data, vlen, &nm, LRU_IF_CAS, cas_out);
+		if (err == 0)
+			return ST_STORED;
+		if (err == -ENOENT)
+			return ST_NOT_FOUND;
+		if (err != -EEXIST)
+			return ST_NOMEM;
+	}
+	return ST_EXISTS;
+}
+
 enum store_result store_update(enum store_mode mode, const char *key, size_t keylen,
 			       uint32_t flags, int64_t exptime, const void *data, size_t vlen,
 			       uint64_t cas, uint64_t *cas_out)
@@ -222,6 +293,8 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 
 	if (mode == SM_APPEND || mode == SM_PREPEND)
 		return concat(t, mode == SM_PREPEND, key, keylen, data, vlen, cas, cas_out);
+	if (mode == SM_CAS_STALE && store_item_total(keylen, flags, vlen) <= item_max)
+		return cas_stale(t, key, keylen, &m, data, vlen, cas, cas_out);
 	if (store_item_total(keylen, flags, vlen) > item_max) {
 		/* As memcached: a failed set does not leave the old value behind. */
 		if (mode == SM_SET)
@@ -231,7 +304,7 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 	switch (mode) {
 	case SM_ADD: cond = LRU_IF_ABSENT; break;
 	case SM_REPLACE: cond = LRU_IF_PRESENT; break;
-	case SM_CAS: cond = LRU_IF_CAS; break;
+	case SM_CAS: case SM_CAS_STALE: cond = LRU_IF_CAS; break;
 	default: break;
 	}
 	err = lru_store(t, key, keylen, data, vlen, &m, cond, cas_out);
@@ -239,9 +312,9 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 	case 0:
 		return ST_STORED;
 	case -EEXIST:
-		return mode == SM_CAS ? ST_EXISTS : ST_NOT_STORED;
+		return cond == LRU_IF_CAS ? ST_EXISTS : ST_NOT_STORED;
 	case -ENOENT:
-		return mode == SM_CAS ? ST_NOT_FOUND : ST_NOT_STORED;
+		return cond == LRU_IF_CAS ? ST_NOT_FOUND : ST_NOT_STORED;
 	default:
 		if (mode == SM_SET)
 			lru_delete(t, key, keylen);
@@ -259,6 +332,39 @@ enum store_result store_delete(const char *key, size_t keylen, uint64_t cas)
 	default:
 		return ST_NOT_FOUND;
 	}
+}
+
+enum store_result store_invalidate(const char *key, size_t keylen, uint64_t cas, bool ttl,
+				   int64_t exptime)
+{
+	struct lru_tenant *t = tenant_for_key(key, keylen);
+	unsigned tries;
+
+	for (tries = 0; tries < RMW_TRIES; tries++) {
+		struct copy old;
+		enum store_result r = copy_out(t, key, keylen, &old);
+		int err;
+
+		if (r != ST_OK)
+			return r;
+		if (cas && old.meta.cas != cas) {
+			free(old.value);
+			return ST_EXISTS;
+		}
+		/* Stale, with its token back for the next reader; a new cas. */
+		old.meta.bits = (old.meta.bits | META_STALE) & ~META_WON;
+		if (ttl)
+			old.meta.exptime = (uint32_t)store_realtime(exptime);
+		err = lru_store(t, key, keylen, old.value, old.vlen, &old.meta, LRU_IF_CAS, NULL);
+		free(old.value);
+		if (err == 0)
+			return ST_DELETED;
+		if (err == -ENOENT)
+			return ST_NOT_FOUND;
+		if (err != -EEXIST)
+			return ST_NOMEM;
+	}
+	return ST_NOT_FOUND;
 }
 
 static void touch_item(void *arg, struct lru_meta *m, const void *value, size_t vlen)

@@ -29,7 +29,9 @@ enum store_result {
 	ST_NON_NUMERIC /* incr/decr on a value that is not a decimal number */
 };
 
-enum store_mode { SM_SET, SM_ADD, SM_REPLACE, SM_APPEND, SM_PREPEND, SM_CAS };
+/* SM_CAS_STALE: a cas that, given a unique older than the item's, still
+ * stores, keeping the item's expiry and marking it stale (ms I). */
+enum store_mode { SM_SET, SM_ADD, SM_REPLACE, SM_APPEND, SM_PREPEND, SM_CAS, SM_CAS_STALE };
 
 /* An item as a read sees it (before this read touched it). */
 struct item_view {
@@ -40,17 +42,28 @@ struct item_view {
 	int64_t exptime;   /* absolute unix time, 0 = never                 */
 	int64_t atime;     /* last access, unix time                         */
 	bool fetched;      /* read before this read                          */
+	bool stale;        /* invalidated (md I, ms I): a client should refresh */
+	bool won;          /* its win token was handed out before (mg Z)     */
+	bool win;          /* this read hands out the win token (mg W)       */
 };
 
 /* Receives a hit, under the tenant's lock: copy, do not block. */
 typedef void (*store_emit_fn)(void *arg, const struct item_view *v);
 
 /* Reads.  @touch: also set the expiry to @exptime (gat, mg T).  @nostats:
- * count no hit or miss on the tenant. */
+ * count no hit or miss on the tenant.  memcached's stale-while-revalidate
+ * (mg R, N): with @recache, an item that expires before @recache_time (an
+ * exptime) hands out the win token, once; with @vivify, a miss creates an
+ * empty item expiring at @vivify_exptime and hands its token to this read.
+ * A stale item hands out its token too. */
 struct store_read {
 	bool touch;
 	int64_t exptime;
 	bool nostats;
+	bool recache;
+	int64_t recache_time;
+	bool vivify;
+	int64_t vivify_exptime;
 };
 
 int store_start(size_t item_max);
@@ -68,6 +81,13 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 
 /** ST_DELETED, ST_NOT_FOUND, or ST_EXISTS when @cas (nonzero) differs. */
 enum store_result store_delete(const char *key, size_t keylen, uint64_t cas);
+
+/** md I: marks the item stale instead of deleting it (a new cas, its win
+ * token back for the next reader, the expiry set to @exptime if @ttl).
+ * ST_DELETED, ST_NOT_FOUND, ST_EXISTS when @cas (nonzero) differs, or
+ * ST_NOMEM. */
+enum store_result store_invalidate(const char *key, size_t keylen, uint64_t cas, bool ttl,
+				   int64_t exptime);
 
 /* incr/decr; with @vivify a missing key is created with @initial (ma N). */
 struct store_arith {
