@@ -68,6 +68,7 @@ struct conn {
 	size_t wcap, wstart, wend;
 	enum cstate state;
 	uint64_t swallow;
+	const char *swallow_reply; /* sent once the swallow ends (memcached holds it) */
 	bool close_after; /* quit, or a fatal error: close once the output is out */
 	bool noreply;     /* the command being answered said noreply            */
 	uint32_t events;  /* what epoll watches now */

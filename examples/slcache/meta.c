@@ -416,8 +416,8 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 		}
 	}
 	if (err) {
-		ob_printf(c, "%s\r\n", err);
-		goto swallow;
+		proto_swallow(c, (uint64_t)vlen + 2, err);
+		return;
 	}
 	/* A C flag makes a set or a replace a cas, even C0 (memcached). */
 	if (has(&m, 'C') && (p->mode == SM_SET || p->mode == SM_REPLACE))
@@ -449,16 +449,12 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 		}
 	}
 	if (store_item_total(p->keylen, p->flags, p->vlen) > opt.item_max) {
-		ob_str(c, "SERVER_ERROR object too large for cache\r\n");
-		if (p->mode == SM_SET)
-			store_delete(p->key, p->keylen, 0);
-		goto swallow;
+		/* memcached's ms drops the old item whatever the mode. */
+		store_delete(p->key, p->keylen, 0);
+		proto_swallow(c, (uint64_t)vlen + 2, "SERVER_ERROR object too large for cache");
+		return;
 	}
 	c->state = CS_DATA;
-	return;
-swallow:
-	c->swallow = (uint64_t)vlen + 2;
-	c->state = CS_SWALLOW;
 }
 
 void meta_complete_set(struct conn *c, const char *data)

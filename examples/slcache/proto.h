@@ -29,6 +29,9 @@ bool tok_i32(const struct tok *t, int64_t *out);
 bool tok_u32(const struct tok *t, uint32_t *out);
 size_t fmt_u64(char *buf, uint64_t v);
 
+/* Skip @n bytes, then answer @answer ("\r\n" added; NULL: nothing). */
+void proto_swallow(struct conn *c, uint64_t n, const char *answer);
+
 /* A reply line ("\r\n" added), unless the command said noreply. */
 void reply(struct conn *c, const char *s);
 

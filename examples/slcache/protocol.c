@@ -66,6 +66,18 @@ void proto_refuse_value(struct conn *c)
 	c->rstart = c->rend = 0;
 }
 
+/*
+ * Skips the next @n bytes (a refused value), then answers @answer, if not
+ * NULL: memcached queues the answer and sends nothing until the declared
+ * bytes are in, so a client that sends a huge length hears nothing.
+ */
+void proto_swallow(struct conn *c, uint64_t n, const char *answer)
+{
+	c->swallow = n;
+	c->swallow_reply = answer;
+	c->state = CS_SWALLOW;
+}
+
 /* ---- tokens and numbers ---- */
 
 bool tok_is(const struct tok *t, const char *s)
@@ -301,12 +313,12 @@ static void cmd_update(struct conn *c, struct tok *tk, size_t nt, enum store_mod
 	memcpy(c->p.key, tk[1].s, tk[1].n);
 	c->p.vlen = (size_t)vlen;
 	if (store_item_total(c->p.keylen, c->p.flags, c->p.vlen) > opt.item_max) {
-		reply(c, "SERVER_ERROR object too large for cache");
-		/* As memcached: a failed set drops the old value; the data is swallowed. */
+		/* As memcached: a failed set drops the old value; the data is
+		 * swallowed, and the answer waits for its end. */
 		if (mode == SM_SET)
 			store_delete(c->p.key, c->p.keylen, 0);
-		c->swallow = (uint64_t)vlen + 2;
-		c->state = CS_SWALLOW;
+		proto_swallow(c, (uint64_t)vlen + 2,
+			      c->noreply ? NULL : "SERVER_ERROR object too large for cache");
 		return;
 	}
 	c->state = CS_DATA;
@@ -892,6 +904,11 @@ void proto_input(struct conn *c)
 			if (c->swallow)
 				break;
 			c->state = CS_CMD;
+			if (c->swallow_reply) {
+				ob_str(c, c->swallow_reply);
+				ob_put(c, "\r\n", 2);
+				c->swallow_reply = NULL;
+			}
 		} else if (c->state == CS_DATA) {
 			if (avail < c->p.vlen + 2)
 				break;
