@@ -7,10 +7,11 @@
  * memcached 1.6.18 is (tests/slcache_proto.sh compares the two).
  *
  * When a connection is closed rather than answered, as memcached does: a
- * line that ends in an "HTTP/..." token (a web client), "quit", a first
- * byte of 0x80 (the binary protocol, which slcache does not speak), and a
- * line that has no end after 2 KiB unless it is a get or gets (multigets
- * may be long; they are bounded by GETLINE_MAX).
+ * command it does not know whose line ends in an "HTTP/..." token (a web
+ * client), "quit", and a line that has no end after 2 KiB unless it is a
+ * get or gets (multigets may be long; they are bounded by GETLINE_MAX).
+ * And a first byte of 0x80: memcached speaks the binary protocol then,
+ * slcache does not.
  */
 #define _GNU_SOURCE
 
