@@ -122,6 +122,18 @@ slc_close 3
 slc_stop
 echo "flush_all with an absolute time fired"
 
+# flush_all with an absolute time already past (but after the server
+# started) flushes everything at once, as memcached 1.6.18 does.
+slc_start "$SLCACHE" -m 64 -t 2
+slc_open 3
+printf 'set fp 0 0 1\r\nx\r\nflush_all %d\r\nget fp\r\n' $(($(date +%s) - 5)) >&3
+slc_expect 3 'STORED'
+slc_expect 3 'OK'
+slc_expect 3 'END'
+slc_close 3
+slc_stop
+echo "flush_all with an absolute time past flushed"
+
 if [ "$status" -eq 0 ]; then
 	all=$(grep -c '^=== ' "$EXPECTED")
 	differ=$(grep -c '^=== .*\[differs\]' "$EXPECTED" || true)

@@ -77,7 +77,9 @@ static bool item_live(void *ctx, const struct lru_meta *m)
 int store_start(size_t max)
 {
 	item_max = max;
-	started_at = store_now();
+	/* memcached's clock starts 62 s before the process (ITEM_UPDATE_INTERVAL
+	 * + 2): an absolute time in that span is after its start too. */
+	started_at = store_now() - 62;
 	return tenants_start(item_live);
 }
 
