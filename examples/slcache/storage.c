@@ -198,6 +198,19 @@ static enum store_result copy_out(struct lru_tenant *t, const char *key, size_t 
 
 /* ---- writes ---- */
 
+/* What a read-modify-write's conditional store (LRU_IF_CAS) came to: @ok,
+ * ST_NOT_FOUND (the item went), ST_NOMEM, or ST_EXISTS when another
+ * client changed it first: read it again. */
+static enum store_result rmw_result(int err, enum store_result ok)
+{
+	switch (err) {
+	case 0: return ok;
+	case -ENOENT: return ST_NOT_FOUND;
+	case -EEXIST: return ST_EXISTS;
+	default: return ST_NOMEM;
+	}
+}
+
 /* append/prepend: ST_STORED, ST_NOT_STORED, ST_EXISTS or ST_NOMEM. */
 static enum store_result concat(struct lru_tenant *t, bool prepend, const char *key,
 				size_t keylen, const void *data, size_t vlen, uint64_t cas,
@@ -235,13 +248,9 @@ static enum store_result concat(struct lru_tenant *t, bool prepend, const char *
 		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, v, old.vlen + vlen, &old.meta, LRU_IF_CAS, cas_out);
 		free(v);
-		if (err == 0)
-			return ST_STORED;
-		if (err == -ENOENT)
-			return ST_NOT_STORED;
-		if (err != -EEXIST)
-			return ST_NOMEM;
-		/* changed under us: read again */
+		r = rmw_result(err, ST_STORED);
+		if (r != ST_EXISTS)
+			return r == ST_NOT_FOUND ? ST_NOT_STORED : r;
 	}
 	return ST_NOT_STORED;
 }
@@ -274,12 +283,9 @@ static enum store_result cas_stale(struct lru_tenant *t, const char *key, size_t
 		}
 		nm.cas = old.meta.cas;
 		err = lru_store(t, key, keylen, data, vlen, &nm, LRU_IF_CAS, cas_out);
-		if (err == 0)
-			return ST_STORED;
-		if (err == -ENOENT)
-			return ST_NOT_FOUND;
-		if (err != -EEXIST)
-			return ST_NOMEM;
+		r = rmw_result(err, ST_STORED);
+		if (r != ST_EXISTS)
+			return r;
 	}
 	return ST_EXISTS;
 }
@@ -359,12 +365,9 @@ enum store_result store_invalidate(const char *key, size_t keylen, uint64_t cas,
 			old.meta.exptime = (uint32_t)store_realtime(exptime);
 		err = lru_store(t, key, keylen, old.value, old.vlen, &old.meta, LRU_IF_CAS, NULL);
 		free(old.value);
-		if (err == 0)
-			return ST_DELETED;
-		if (err == -ENOENT)
-			return ST_NOT_FOUND;
-		if (err != -EEXIST)
-			return ST_NOMEM;
+		r = rmw_result(err, ST_DELETED);
+		if (r != ST_EXISTS)
+			return r;
 	}
 	return ST_NOT_FOUND;
 }
@@ -481,16 +484,14 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 		}
 		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, buf, (size_t)len, &old.meta, LRU_IF_CAS, &out->cas);
-		if (err == 0) {
+		r = rmw_result(err, ST_OK);
+		if (r == ST_OK) {
 			out->created = false;
 			out->value = val;
 			out->exptime = old.meta.exptime;
-			return ST_OK;
 		}
-		if (err == -ENOENT)
-			return ST_NOT_FOUND;
-		if (err != -EEXIST)
-			return ST_NOMEM;
+		if (r != ST_EXISTS)
+			return r;
 	}
 	return ST_NOT_FOUND;
 }
