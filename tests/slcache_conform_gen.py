@@ -209,6 +209,17 @@ case("ms I matching cas", "ms i2 1 c\\r\\nx\\r\\nmg i2 c\\r\\n")
 case("ms I missing", "ms i3 1 I C5\\r\\nx\\r\\nms i3 1 I\\r\\nx\\r\\nmg i3 v\\r\\n")
 case("ms I without C", setv("i4", "x"), "md i4 I\\r\\nms i4 1 I\\r\\ny\\r\\nmg i4 v\\r\\n")
 
+session("binary keys")
+# A key stored with ms b keeps its "binary" bit: mg k and me show base64.
+case("ms b then mg k", "ms Zm9v 2 b\\r\\nhi\\r\\nmg foo k v\\r\\nmg Zm9v b k v\\r\\n")
+case("ms b then me", "me foo\\r\\nme Zm9v b\\r\\n")
+case("md plain key of a b item", "md foo k\\r\\nmg foo k\\r\\n")
+case("set then mg b k", setv("bar", "x"), "mg YmFy b k\\r\\nme bar\\r\\nme YmFy b\\r\\n")
+case("mg b k miss", "mg bm9wZQ== b k\\r\\nmg nope k b\\r\\n")
+case("ms b k c O", "ms Zm9vYg== 1 b k O1\\r\\nx\\r\\nmg foob k s\\r\\n")
+case("me flags and size", "ms me1 5 F3\\r\\nhello\\r\\nme me1\\r\\nme me1 x y\\r\\n")
+case("me big item class", "set me2 0 0 5000\\r\\n\\{5000*v}\\r\\nme me2\\r\\n")
+
 session("item size")
 # -I (1 MiB) limits memcached's whole item: header, cas, key, flags, value.
 for n, fl, key in [(1048516, 0, "k"), (1048517, 0, "k"), (1048512, 5, "k"), (1048513, 5, "k"),

@@ -50,7 +50,7 @@ struct pending {
 	bool meta;           /* an ms: answer with meta codes                  */
 	bool mquiet;         /* ms q: no HD                                    */
 	bool mret_cas;       /* ms c: return the cas                           */
-	bool minvalid;       /* ms I: (accepted, no stale items here)          */
+	bool mbinkey;        /* ms b: a binary key (mg k and me show base64)   */
 	char mret[320];      /* ms's k, O and b return flags, " "-prefixed     */
 	size_t mret_len;
 };

@@ -275,6 +275,21 @@ static void put_echo(struct conn *c, const struct mreq *m, char f)
 	}
 }
 
+/* mg k on a hit: the stored key, in base64 (and " b") when it was stored
+ * with ms b, whatever this request said (memcached keeps that bit). */
+static void put_item_key(struct conn *c, const char *key, size_t keylen, bool binary)
+{
+	char enc[(STORE_KEY_MAX + 2) / 3 * 4];
+
+	ob_put(c, " k", 2);
+	if (!binary) {
+		ob_put(c, key, keylen);
+		return;
+	}
+	ob_put(c, enc, b64_encode(key, keylen, enc));
+	ob_put(c, " b", 2);
+}
+
 static void put_num(struct conn *c, char f, int64_t v)
 {
 	ob_printf(c, " %c%" PRId64, f, v);
@@ -317,6 +332,7 @@ static void mg_emit(void *arg, const struct item_view *v)
 		case 't': put_num(c, 't', ttl_of(v->exptime)); break;
 		case 'h': put_num(c, 'h', v->fetched); break;
 		case 'l': put_num(c, 'l', store_now() - v->atime); break;
+		case 'k': put_item_key(c, m->key, m->keylen, v->binkey); break;
 		default: put_echo(c, m, f); break;
 		}
 	}
@@ -429,6 +445,7 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 	memcpy(p->key, m.key, m.keylen);
 	p->vlen = (size_t)vlen;
 	p->mquiet = m.q;
+	p->mbinkey = m.b;
 	p->mret_cas = false;
 	p->mret_len = 0;
 	for (i = 0; i < m.nflags; i++) {
@@ -470,7 +487,7 @@ void meta_complete_set(struct conn *c, const char *data)
 	}
 	BUMP(c, cmd_set);
 	switch (store_update(p->mode, p->key, p->keylen, p->flags, p->exptime, data, p->vlen,
-			     p->cas, &cas)) {
+			     p->cas, &cas, p->mbinkey)) {
 	case ST_STORED:
 		BUMP(c, total_items);
 		if (p->mode == SM_CAS || p->mode == SM_CAS_STALE)
@@ -649,7 +666,6 @@ struct me_ctx {
 	struct conn *c;
 	const char *key;
 	size_t keylen;
-	bool b;
 };
 
 /* memcached's slab class for an item of @total bytes (-n 48, -f 1.25,
@@ -671,10 +687,11 @@ static void me_emit(void *arg, const struct item_view *v)
 {
 	struct me_ctx *x = arg;
 	char key[STORE_KEY_MAX * 2 + 8];
-	size_t n = x->b ? b64_encode(x->key, x->keylen, key) : x->keylen;
+	size_t n = v->binkey ? b64_encode(x->key, x->keylen, key) : x->keylen;
 	size_t total = store_item_total(x->keylen, v->flags, v->vlen);
 
-	if (!x->b)
+	/* The key as stored: base64 if it came so (memcached's binary bit). */
+	if (!v->binkey)
 		memcpy(key, x->key, n);
 	/* exp= is memcached's "now - exptime": negative while the item lives. */
 	ob_printf(x->c, "ME %.*s exp=%" PRId64 " la=%" PRId64 " cas=%" PRIu64
@@ -687,7 +704,7 @@ static void me_emit(void *arg, const struct item_view *v)
 /* me KEY [b]: only a "b" right after the key means anything (memcached). */
 void meta_debug(struct conn *c, struct tok *tk, size_t nt)
 {
-	struct me_ctx x = { c, tk[1].s, tk[1].n, false };
+	struct me_ctx x = { c, tk[1].s, tk[1].n };
 	struct store_read how = { .nostats = true };
 	char keybuf[STORE_KEY_MAX];
 
@@ -703,7 +720,6 @@ void meta_debug(struct conn *c, struct tok *tk, size_t nt)
 			return;
 		}
 		x.key = keybuf;
-		x.b = true;
 	}
 	if (store_get(x.key, x.keylen, &how, me_emit, &x) != ST_OK)
 		ob_str(c, "EN\r\n");

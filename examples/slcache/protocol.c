@@ -336,7 +336,7 @@ static void complete_update(struct conn *c, const char *data)
 	}
 	BUMP(c, cmd_set);
 	r = store_update(c->p.mode, c->p.key, c->p.keylen, c->p.flags, c->p.exptime, data,
-			 c->p.vlen, c->p.cas, NULL);
+			 c->p.vlen, c->p.cas, NULL, false);
 	if (c->p.mode == SM_CAS)
 		switch (r) {
 		case ST_STORED: BUMP(c, cas_hits); break;

@@ -34,6 +34,7 @@
 #define META_FETCHED 1u
 #define META_WON 2u   /* the win token was handed out (mg W, then Z)  */
 #define META_STALE 4u /* invalidated by md I or ms I                   */
+#define META_BINKEY 8u /* the key came in base64 (ms b)               */
 
 static size_t item_max;
 static int64_t started_at;
@@ -113,6 +114,7 @@ static void read_item(void *arg, struct lru_meta *m, const void *value, size_t v
 		.value = value, .vlen = vlen, .flags = m->flags, .cas = m->cas,
 		.exptime = m->exptime, .atime = m->atime, .fetched = m->bits & META_FETCHED,
 		.stale = m->bits & META_STALE, .won = m->bits & META_WON,
+		.binkey = m->bits & META_BINKEY,
 	};
 
 	if (how && how->touch) {
@@ -126,8 +128,10 @@ static void read_item(void *arg, struct lru_meta *m, const void *value, size_t v
 		v.win = true;
 		m->bits |= META_WON;
 	}
-	m->bits |= META_FETCHED;
-	m->atime = (uint32_t)store_now();
+	if (!how || !how->nostats) {
+		m->bits |= META_FETCHED;
+		m->atime = (uint32_t)store_now();
+	}
 	r->emit(r->arg, &v);
 }
 
@@ -279,7 +283,7 @@ static enum store_result cas_stale(struct lru_tenant *t, const char *key, size_t
 			return ST_EXISTS;
 		if (cas < old.meta.cas) {
 			nm.exptime = old.meta.exptime;
-			nm.bits = META_STALE | (old.meta.bits & META_WON);
+			nm.bits = META_STALE | (old.meta.bits & META_WON) | (m->bits & META_BINKEY);
 		}
 		nm.cas = old.meta.cas;
 		err = lru_store(t, key, keylen, data, vlen, &nm, LRU_IF_CAS, cas_out);
@@ -292,13 +296,15 @@ static enum store_result cas_stale(struct lru_tenant *t, const char *key, size_t
 
 enum store_result store_update(enum store_mode mode, const char *key, size_t keylen,
 			       uint32_t flags, int64_t exptime, const void *data, size_t vlen,
-			       uint64_t cas, uint64_t *cas_out)
+			       uint64_t cas, uint64_t *cas_out, bool binkey)
 {
 	struct lru_tenant *t = tenant_for_key(key, keylen);
 	struct lru_meta m = new_meta(flags, exptime, cas);
 	enum lru_cond cond = LRU_ALWAYS;
 	int err;
 
+	if (binkey)
+		m.bits |= META_BINKEY;
 	if (mode == SM_APPEND || mode == SM_PREPEND)
 		return concat(t, mode == SM_PREPEND, key, keylen, data, vlen, cas, cas_out);
 	if (mode == SM_CAS_STALE && store_item_total(keylen, flags, vlen) <= item_max)

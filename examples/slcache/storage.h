@@ -45,13 +45,15 @@ struct item_view {
 	bool stale;        /* invalidated (md I, ms I): a client should refresh */
 	bool won;          /* its win token was handed out before (mg Z)     */
 	bool win;          /* this read hands out the win token (mg W)       */
+	bool binkey;       /* stored by ms b: shown in base64 (mg k, me)    */
 };
 
 /* Receives a hit, under the tenant's lock: copy, do not block. */
 typedef void (*store_emit_fn)(void *arg, const struct item_view *v);
 
 /* Reads.  @touch: also set the expiry to @exptime (gat, mg T).  @nostats:
- * count no hit or miss on the tenant.  memcached's stale-while-revalidate
+ * a look that is not a read (me): count no hit or miss on the tenant, and
+ * leave the item unfetched, its last access as it was.  memcached's stale-while-revalidate
  * (mg R, N): with @recache, an item that expires before @recache_time (an
  * exptime) hands out the win token, once; with @vivify, a miss creates an
  * empty item expiring at @vivify_exptime and hands its token to this read.
@@ -74,10 +76,11 @@ enum store_result store_get(const char *key, size_t keylen, const struct store_r
 			    store_emit_fn emit, void *arg);
 
 /** set/add/replace/append/prepend/cas; @cas is the expected unique (cas, and
- * append/prepend when nonzero).  *@cas_out, if not NULL, gets the new one. */
+ * append/prepend when nonzero).  *@cas_out, if not NULL, gets the new one.
+ * @binkey: the key came in base64 (ms b); reads say so (item_view). */
 enum store_result store_update(enum store_mode mode, const char *key, size_t keylen,
 			       uint32_t flags, int64_t exptime, const void *data, size_t vlen,
-			       uint64_t cas, uint64_t *cas_out);
+			       uint64_t cas, uint64_t *cas_out, bool binkey);
 
 /** ST_DELETED, ST_NOT_FOUND, or ST_EXISTS when @cas (nonzero) differs. */
 enum store_result store_delete(const char *key, size_t keylen, uint64_t cas);
