@@ -21,7 +21,8 @@ def session(name):
 
 # Exchanges whose answers differ on purpose, each listed in README.md with
 # its reason ("Where slcache answers differently"): played, not compared.
-DIFFERS = {"binary magic close", "binary magic after command close"}
+DIFFERS = {"binary magic close", "binary magic after command close",
+           "bad get drops the batch"}
 
 
 def case(name, *reqs):
@@ -245,6 +246,7 @@ case("too large then more", "get sp\\r\\nset big 0 0 2000000\\r\\n\\{2000000*z}\
 case("too large noreply", "set big 0 0 2000000 noreply\\r\\n\\{2000000*z}\\r\\nget big\\r\\n")
 case("ms too large keeps nothing", setv("tl", "x"), "ms tl 2000000 MA\\r\\n\\{2000000*z}\\r\\nmg tl v\\r\\n")
 case("ms error waits for the data", "ms e 5 MZ\\r\\n\\{pause 50}abc\\{pause 50}de\\r\\nmn\\r\\n")
+case("bad get drops the batch", "version\\r\\nmg k x\\r\\nget " + "k" * 251 + "\\r\\nversion\\r\\n")
 case("pipelined bad then good", "bogus\\r\\nset p2 0 0 x\\r\\nset p2 0 0 1\\r\\ny\\r\\nget p2\\r\\n")
 
 session("suites")
