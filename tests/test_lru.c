@@ -736,6 +736,40 @@ START_TEST(threads_set_and_get_across_tenants_that_evict_each_other)
 }
 END_TEST
 
+/* Items whose host flags are 1 are dead to the host (expired, flushed). */
+static bool live_unless_flagged(void *ctx, const struct lru_meta *m)
+{
+	(void)ctx;
+	return m->flags != 1;
+}
+
+START_TEST(a_dead_item_never_answers_for_another_key_of_its_chain)
+{
+	static const struct lru_hooks hooks = { .live = live_unless_flagged };
+	struct lru_cache *c = cache_new(_i, SL_POLICY_GUARANTEE, SL_UNLIMITED);
+	struct lru_tenant *t;
+	unsigned char v[16];
+	char k[32];
+	uint64_t n;
+
+	ck_assert_int_eq(lru_cache_set_hooks(c, &hooks, NULL), 0); /* before any tenant */
+	t = tenant_new(c, NULL, "t", 0, SL_UNLIMITED);
+	/* Enough keys that chains hold several, every other one dead. */
+	for (n = 0; n < 4000; n++) {
+		struct lru_meta m = { .flags = (uint32_t)(n % 2) };
+		size_t klen = key_of(k, sizeof(k), n);
+
+		value_of(v, sizeof(v), n, 1);
+		ck_assert_int_eq(lru_store(t, k, klen, v, sizeof(v), &m, LRU_ALWAYS, NULL), 0);
+	}
+	for (n = 0; n < 4000; n++)
+		ck_assert_int_eq(get_n(t, n, 1, sizeof(v)), n % 2 ? -ENOENT : 0);
+	ck_assert_uint_eq(lstats_of(t).items, 2000);
+	assert_bytes_are_usage(t, "dead items freed");
+	lru_cache_destroy(c);
+}
+END_TEST
+
 static Suite *lru_suite(void)
 {
 	Suite *s = suite_create("lru");
@@ -745,6 +779,8 @@ static Suite *lru_suite(void)
 	tcase_add_loop_test(tc, set_then_get_returns_the_value_and_delete_removes_it, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, many_keys_survive_the_table_growing, 0, SL_TEST_NBATCH);
 	tcase_add_test(tc, bad_arguments_are_einval);
+	tcase_add_loop_test(tc, a_dead_item_never_answers_for_another_key_of_its_chain, 0,
+			    SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("eviction");

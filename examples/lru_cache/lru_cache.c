@@ -442,6 +442,10 @@ static struct lru_item **find_live(struct lru_tenant *t, uint64_t hash, const vo
 		item_unlink(it, pp);
 		it->hnext = *dead;
 		*dead = it;
+		/* *pp is now the next item of the chain, another key's: a key is
+		 * in its chain once, so the answer is the chain's end. */
+		while (*pp)
+			pp = &(*pp)->hnext;
 	}
 	return pp;
 }
