@@ -7,6 +7,9 @@
 
 SLC_PID=
 SLC_PORT=
+# How long an answer may take: generous, a passing test never waits it out
+# (a loaded 2-core machine, an ASan build).
+SLC_WAIT=30
 SLC_LOG=$(mktemp "${TMPDIR:-/tmp}/slcache-test.XXXXXX")
 
 slc_cleanup() {
@@ -35,7 +38,8 @@ slc_start() {
 		SLC_PORT=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
 		"$bin" -l 127.0.0.1 -p "$SLC_PORT" "$@" 2>"$SLC_LOG" &
 		SLC_PID=$!
-		for _ in $(seq 1 100); do
+		# Up to 30 s: a loaded machine may start an ASan build slowly.
+		for _ in $(seq 1 600); do
 			kill -0 "$SLC_PID" 2>/dev/null || break
 			if (exec 3<>"/dev/tcp/127.0.0.1/$SLC_PORT") 2>/dev/null; then
 				kill -0 "$SLC_PID" 2>/dev/null && return 0
@@ -51,16 +55,16 @@ slc_start() {
 	slc_fail "could not start $bin on a free port"
 }
 
-# slc_stop - SIGTERM; the server must exit 0 within 20 s.
+# slc_stop - SIGTERM; the server must exit 0 within 60 s.
 slc_stop() {
 	local _ rc
 	[ -n "$SLC_PID" ] || return 0
 	kill -TERM "$SLC_PID" 2>/dev/null || slc_fail "slcache (pid $SLC_PID) died before the end"
-	for _ in $(seq 1 400); do
+	for _ in $(seq 1 1200); do
 		kill -0 "$SLC_PID" 2>/dev/null || break
 		sleep 0.05
 	done
-	kill -0 "$SLC_PID" 2>/dev/null && slc_fail "slcache did not stop within 20 s of SIGTERM"
+	kill -0 "$SLC_PID" 2>/dev/null && slc_fail "slcache did not stop within 60 s of SIGTERM"
 	rc=0
 	wait "$SLC_PID" || rc=$?
 	SLC_PID=
@@ -83,7 +87,7 @@ slc_close() {
 # slc_line FD - print the next answer line from FD without its "\r".
 slc_line() {
 	local line
-	IFS= read -r -t 5 line <&"$1" || slc_fail "no answer within 5 s (connection $1)"
+	IFS= read -r -t "$SLC_WAIT" line <&"$1" || slc_fail "no answer within $SLC_WAIT s (connection $1)"
 	printf '%s\n' "${line%$'\r'}"
 }
 
@@ -100,9 +104,9 @@ slc_expect() {
 # still unread sends one, and a loaded machine may deliver it before the
 # end of file is read.
 slc_closed() {
-	local line= rc=0
-	IFS= read -r -t 5 line <&"$1" 2>/dev/null || rc=$?
-	[ "$rc" -le 128 ] || slc_fail "expected the connection to be closed; still open after 5 s"
+	local line='' rc=0
+	IFS= read -r -t "$SLC_WAIT" line <&"$1" 2>/dev/null || rc=$?
+	[ "$rc" -le 128 ] || slc_fail "expected the connection to be closed; still open after $SLC_WAIT s"
 	if [ "$rc" -eq 0 ] || [ -n "$line" ]; then
 		slc_fail "expected the connection to be closed, got '${line%$'\r'}'"
 	fi
