@@ -29,30 +29,42 @@ slc_fail() {
 	exit 1
 }
 
-# slc_start BIN [slcache args...] - start BIN on a free port of 127.0.0.1.
-slc_start() {
-	local bin=$1 try _
+# slc_spawn LOG CMD [args...] - start CMD -l 127.0.0.1 -p PORT on a free
+# port, its stderr to LOG: a port another program took makes it exit, so
+# another is tried.  Sets SLC_SPAWN_PID and SLC_SPAWN_PORT; 1 if no port
+# worked.  Up to 30 s for an answer: a loaded machine may start an ASan
+# build slowly.
+slc_spawn() {
+	local log=$1 try _
 	shift
-	[ -x "$bin" ] || slc_fail "no slcache binary at '$bin'"
 	for try in $(seq 1 20); do
-		SLC_PORT=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		"$bin" -l 127.0.0.1 -p "$SLC_PORT" "$@" 2>"$SLC_LOG" &
-		SLC_PID=$!
-		# Up to 30 s: a loaded machine may start an ASan build slowly.
+		SLC_SPAWN_PORT=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		"$@" -l 127.0.0.1 -p "$SLC_SPAWN_PORT" 2>"$log" &
+		SLC_SPAWN_PID=$!
 		for _ in $(seq 1 600); do
-			kill -0 "$SLC_PID" 2>/dev/null || break
-			if (exec 3<>"/dev/tcp/127.0.0.1/$SLC_PORT") 2>/dev/null; then
-				kill -0 "$SLC_PID" 2>/dev/null && return 0
+			kill -0 "$SLC_SPAWN_PID" 2>/dev/null || break
+			if (exec 3<>"/dev/tcp/127.0.0.1/$SLC_SPAWN_PORT") 2>/dev/null; then
+				kill -0 "$SLC_SPAWN_PID" 2>/dev/null && return 0
 				break
 			fi
 			sleep 0.05
 		done
-		kill -KILL "$SLC_PID" 2>/dev/null || true
-		wait "$SLC_PID" 2>/dev/null || true
-		SLC_PID=
-		: "try $try: port $SLC_PORT was not usable"
+		kill -KILL "$SLC_SPAWN_PID" 2>/dev/null || true
+		wait "$SLC_SPAWN_PID" 2>/dev/null || true
+		SLC_SPAWN_PID=
+		: "try $try: port $SLC_SPAWN_PORT was not usable"
 	done
-	slc_fail "could not start $bin on a free port"
+	return 1
+}
+
+# slc_start BIN [slcache args...] - start BIN on a free port of 127.0.0.1.
+slc_start() {
+	local bin=$1
+	shift
+	[ -x "$bin" ] || slc_fail "no slcache binary at '$bin'"
+	slc_spawn "$SLC_LOG" "$bin" "$@" || slc_fail "could not start $bin on a free port"
+	SLC_PID=$SLC_SPAWN_PID
+	SLC_PORT=$SLC_SPAWN_PORT
 }
 
 # slc_stop - SIGTERM; the server must exit 0 within 60 s.

@@ -24,6 +24,7 @@ SCRIPT=$HERE/slcache_proto.txt
 EXPECTED=$HERE/slcache_proto.expected
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/slcache-proto.XXXXXX")
 MC_PID=
+MC_PORT=
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup_all() {
 	[ -z "$MC_PID" ] || kill -KILL "$MC_PID" 2>/dev/null || true
@@ -46,7 +47,7 @@ play_slcache() {
 	local s
 	for s in "$WORK"/session-*; do
 		slc_start "$SLCACHE" -m 64 -t 2
-		"$CLIENT" "$SLC_PORT" <"$s"
+		"$CLIENT" "$SLC_PORT" <"$s" || slc_fail "the client failed against slcache, $(basename "$s")"
 		slc_alive
 		slc_stop
 	done
@@ -56,18 +57,21 @@ mc_version() {
 	command -v memcached >/dev/null 2>&1 && memcached -V 2>/dev/null | awk '{ print $2 }'
 }
 
-play_memcached() {
-	local s port _ user=()
+# mc_start - start memcached on a free port of 127.0.0.1 (MC_PID, MC_PORT).
+mc_start() {
+	local user=()
 	[ "$(id -u)" -ne 0 ] || user=(-u root)
+	slc_spawn /dev/null memcached -U 0 -m 64 -t 2 "${user[@]}" ||
+		slc_fail "could not start memcached on a free port"
+	MC_PID=$SLC_SPAWN_PID
+	MC_PORT=$SLC_SPAWN_PORT
+}
+
+play_memcached() {
+	local s
 	for s in "$WORK"/session-*; do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		memcached -l 127.0.0.1 -p "$port" -U 0 -m 64 -t 2 "${user[@]}" 2>/dev/null &
-		MC_PID=$!
-		for _ in $(seq 1 600); do # up to 30 s on a loaded machine
-			(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-			sleep 0.05
-		done
-		"$CLIENT" "$port" <"$s"
+		mc_start
+		"$CLIENT" "$MC_PORT" <"$s" || slc_fail "the client failed against memcached, $(basename "$s")"
 		kill -TERM "$MC_PID"
 		wait "$MC_PID" 2>/dev/null || true
 		MC_PID=
