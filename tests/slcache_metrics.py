@@ -15,6 +15,7 @@ dump of its whole tree over HTTP, as a Prometheus scrape expects:
 
 Exits 77 (ctest's skip) when the parser is not installed.
 """
+import atexit
 import os
 import random
 import signal
@@ -108,6 +109,10 @@ def main():
     if len(sys.argv) != 2:
         fail("usage: slcache_metrics.py SLCACHE")
     proc, port, mport = start(sys.argv[1])
+    # Whatever ends this script, the server goes too: it holds ctest's
+    # output pipe, and a test stopped by an exception would otherwise wait
+    # for ctest's timeout.
+    atexit.register(lambda: proc.poll() is None and proc.kill())
 
     value = b"x" * 50000
     payload = b""
