@@ -441,13 +441,16 @@ static void *worker_main(void *arg)
 	int64_t swept = now_s();
 
 	while (!atomic_load(&w->stop)) {
-		int n = epoll_wait(w->epfd, evs, 128, opt.stall_timeout ? 1000 : -1), i;
+		int n, i;
 
+		/* Before the wait, never between it and its events: an event
+		 * names its connection by pointer, and a connection closed here
+		 * (whose data may be what woke us: it is not read yet) is freed. */
 		if (opt.stall_timeout && now_s() != swept) {
 			swept = now_s();
 			close_stalled(w, swept);
 		}
-
+		n = epoll_wait(w->epfd, evs, 128, opt.stall_timeout ? 1000 : -1);
 		if (n < 0 && errno != EINTR)
 			break;
 		for (i = 0; i < n; i++) {
