@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -423,9 +424,14 @@ static void close_stalled(struct worker *w, int64_t now)
 	struct conn *c = w->conns, *next;
 
 	for (; c; c = next) {
+		int unread = 0;
+
 		next = c->next;
+		/* Bytes waiting unread are the worker's delay, not the
+		 * client's stall (a loaded machine). */
 		if ((c->state == CS_DATA || c->state == CS_SWALLOW) &&
-		    now - c->last_rx >= (int64_t)opt.stall_timeout) {
+		    now - c->last_rx >= (int64_t)opt.stall_timeout &&
+		    !(ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0)) {
 			logv("connection %d: no data for %u s in the middle of a value: closing",
 			     c->fd, opt.stall_timeout);
 			STAT_ADD(c->st, stalled_closed, 1);
