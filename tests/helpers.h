@@ -145,6 +145,28 @@ static inline double now_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * How long a test waits for something that must happen (a thread's first
+ * operation, a background reclaim, a server's answer) before it calls it a
+ * failure: generous, since a loaded 2-core machine may give a thread no CPU
+ * for seconds; a passing test never waits it out.
+ */
+#define SL_TEST_DEADLINE 30.0
+
+/*
+ * The condition of a loop that runs for a while: go on until @until, and
+ * after it while what the test asserts on is not @done yet, up to
+ * SL_TEST_DEADLINE more.  So the assertions count operations, never what a
+ * time window held: on a busy machine the window may pass before a thread
+ * ever ran.
+ */
+static inline int run_more(double until, int done)
+{
+	double now = now_seconds();
+
+	return now < until || (!done && now < until + SL_TEST_DEADLINE);
+}
+
 /* Seconds a time-bounded test runs: @env if set to a positive number, else @dflt. */
 static inline double test_seconds(const char *env, double dflt)
 {

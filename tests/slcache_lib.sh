@@ -7,6 +7,9 @@
 
 SLC_PID=
 SLC_PORT=
+# How long an answer may take: generous, a passing test never waits it out
+# (a loaded 2-core machine, an ASan build).
+SLC_WAIT=30
 SLC_LOG=$(mktemp "${TMPDIR:-/tmp}/slcache-test.XXXXXX")
 
 slc_cleanup() {
@@ -26,41 +29,54 @@ slc_fail() {
 	exit 1
 }
 
-# slc_start BIN [slcache args...] - start BIN on a free port of 127.0.0.1.
-slc_start() {
-	local bin=$1 try _
+# slc_spawn LOG CMD [args...] - start CMD -l 127.0.0.1 -p PORT on a free
+# port, its stderr to LOG: a port another program took makes it exit, so
+# another is tried.  Sets SLC_SPAWN_PID and SLC_SPAWN_PORT; 1 if no port
+# worked.  Up to 30 s for an answer: a loaded machine may start an ASan
+# build slowly.
+slc_spawn() {
+	local log=$1 try _
 	shift
-	[ -x "$bin" ] || slc_fail "no slcache binary at '$bin'"
 	for try in $(seq 1 20); do
-		SLC_PORT=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		"$bin" -l 127.0.0.1 -p "$SLC_PORT" "$@" 2>"$SLC_LOG" &
-		SLC_PID=$!
-		for _ in $(seq 1 100); do
-			kill -0 "$SLC_PID" 2>/dev/null || break
-			if (exec 3<>"/dev/tcp/127.0.0.1/$SLC_PORT") 2>/dev/null; then
-				kill -0 "$SLC_PID" 2>/dev/null && return 0
+		SLC_SPAWN_PORT=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		"$@" -l 127.0.0.1 -p "$SLC_SPAWN_PORT" 2>"$log" &
+		SLC_SPAWN_PID=$!
+		for _ in $(seq 1 600); do
+			kill -0 "$SLC_SPAWN_PID" 2>/dev/null || break
+			if (exec 3<>"/dev/tcp/127.0.0.1/$SLC_SPAWN_PORT") 2>/dev/null; then
+				kill -0 "$SLC_SPAWN_PID" 2>/dev/null && return 0
 				break
 			fi
 			sleep 0.05
 		done
-		kill -KILL "$SLC_PID" 2>/dev/null || true
-		wait "$SLC_PID" 2>/dev/null || true
-		SLC_PID=
-		: "try $try: port $SLC_PORT was not usable"
+		kill -KILL "$SLC_SPAWN_PID" 2>/dev/null || true
+		wait "$SLC_SPAWN_PID" 2>/dev/null || true
+		SLC_SPAWN_PID=
+		: "try $try: port $SLC_SPAWN_PORT was not usable"
 	done
-	slc_fail "could not start $bin on a free port"
+	return 1
 }
 
-# slc_stop - SIGTERM; the server must exit 0 within 20 s.
+# slc_start BIN [slcache args...] - start BIN on a free port of 127.0.0.1.
+slc_start() {
+	local bin=$1
+	shift
+	[ -x "$bin" ] || slc_fail "no slcache binary at '$bin'"
+	slc_spawn "$SLC_LOG" "$bin" "$@" || slc_fail "could not start $bin on a free port"
+	SLC_PID=$SLC_SPAWN_PID
+	SLC_PORT=$SLC_SPAWN_PORT
+}
+
+# slc_stop - SIGTERM; the server must exit 0 within 60 s.
 slc_stop() {
 	local _ rc
 	[ -n "$SLC_PID" ] || return 0
 	kill -TERM "$SLC_PID" 2>/dev/null || slc_fail "slcache (pid $SLC_PID) died before the end"
-	for _ in $(seq 1 400); do
+	for _ in $(seq 1 1200); do
 		kill -0 "$SLC_PID" 2>/dev/null || break
 		sleep 0.05
 	done
-	kill -0 "$SLC_PID" 2>/dev/null && slc_fail "slcache did not stop within 20 s of SIGTERM"
+	kill -0 "$SLC_PID" 2>/dev/null && slc_fail "slcache did not stop within 60 s of SIGTERM"
 	rc=0
 	wait "$SLC_PID" || rc=$?
 	SLC_PID=
@@ -83,14 +99,17 @@ slc_close() {
 # slc_line FD - print the next answer line from FD without its "\r".
 slc_line() {
 	local line
-	IFS= read -r -t 5 line <&"$1" || slc_fail "no answer within 5 s (connection $1)"
+	IFS= read -r -t "$SLC_WAIT" line <&"$1" || slc_fail "no answer within $SLC_WAIT s (connection $1)"
 	printf '%s\n' "${line%$'\r'}"
 }
 
 # slc_expect FD EXPECTED - the next line must be EXPECTED (a glob pattern).
+# Read here, not through $(slc_line): a subshell per line is slow to fork
+# on a loaded machine, and some tests expect a thousand lines.
 slc_expect() {
 	local got
-	got=$(slc_line "$1")
+	IFS= read -r -t "$SLC_WAIT" got <&"$1" || slc_fail "no answer within $SLC_WAIT s (connection $1)"
+	got=${got%$'\r'}
 	# shellcheck disable=SC2053 # a glob on purpose
 	[[ $got == $2 ]] || slc_fail "expected '$2', got '$got'"
 }
@@ -100,9 +119,9 @@ slc_expect() {
 # still unread sends one, and a loaded machine may deliver it before the
 # end of file is read.
 slc_closed() {
-	local line= rc=0
-	IFS= read -r -t 5 line <&"$1" 2>/dev/null || rc=$?
-	[ "$rc" -le 128 ] || slc_fail "expected the connection to be closed; still open after 5 s"
+	local line='' rc=0
+	IFS= read -r -t "$SLC_WAIT" line <&"$1" 2>/dev/null || rc=$?
+	[ "$rc" -le 128 ] || slc_fail "expected the connection to be closed; still open after $SLC_WAIT s"
 	if [ "$rc" -eq 0 ] || [ -n "$line" ]; then
 		slc_fail "expected the connection to be closed, got '${line%$'\r'}'"
 	fi

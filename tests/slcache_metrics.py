@@ -15,6 +15,7 @@ dump of its whole tree over HTTP, as a Prometheus scrape expects:
 
 Exits 77 (ctest's skip) when the parser is not installed.
 """
+import atexit
 import os
 import random
 import signal
@@ -57,7 +58,8 @@ def start(binary):
         proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port),
                                  "--metrics-port", str(mport), "-m", "16"],
                                 stderr=subprocess.PIPE)
-        for _ in range(100):
+        # Up to 30 s: a loaded machine may start an ASan build slowly.
+        for _ in range(600):
             if proc.poll() is not None:
                 break
             if connectable(port) and connectable(mport):
@@ -72,7 +74,7 @@ def start(binary):
 def http(mport, request):
     """Sends the raw request; returns (status line, headers, body) once the
     server closes the connection."""
-    s = socket.create_connection(("127.0.0.1", mport), timeout=10)
+    s = socket.create_connection(("127.0.0.1", mport), timeout=30)
     s.sendall(request)
     data = b""
     while True:
@@ -91,7 +93,7 @@ def http(mport, request):
 
 
 def memcached(port, payload, expect_lines):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
     s.sendall(payload)
     data = b""
     while data.count(b"\r\n") < expect_lines:
@@ -107,6 +109,10 @@ def main():
     if len(sys.argv) != 2:
         fail("usage: slcache_metrics.py SLCACHE")
     proc, port, mport = start(sys.argv[1])
+    # Whatever ends this script, the server goes too: it holds ctest's
+    # output pipe, and a test stopped by an exception would otherwise wait
+    # for ctest's timeout.
+    atexit.register(lambda: proc.poll() is None and proc.kill())
 
     value = b"x" * 50000
     payload = b""
@@ -165,7 +171,7 @@ def main():
             fail("%r: expected %s, got %r" % (req[:40], code, status), proc)
     # A client that connects and says nothing is dropped, and does not
     # keep the next scrape from being served.
-    idle = socket.create_connection(("127.0.0.1", mport), timeout=10)
+    idle = socket.create_connection(("127.0.0.1", mport), timeout=30)
     status, _, _ = http(mport, b"GET /metrics HTTP/1.0\r\n\r\n")
     idle.close()
     if status != "HTTP/1.0 200 OK":
@@ -176,9 +182,9 @@ def main():
         fail("the cache port after the scrapes: %r" % got[:80], proc)
     proc.send_signal(signal.SIGTERM)
     try:
-        rc = proc.wait(timeout=20)
+        rc = proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        fail("slcache did not stop within 20 s of SIGTERM", proc)
+        fail("slcache did not stop within 60 s of SIGTERM", proc)
     if rc != 0:
         fail("slcache exited with status %d after SIGTERM" % rc, proc)
     print("slcache_metrics: %d families, %d groups served; %d bad requests refused"

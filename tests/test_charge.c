@@ -463,8 +463,8 @@ END_TEST
 
 START_TEST(unknown_flags_are_einval_and_change_nothing)
 {
-	static const unsigned bad[] = { 1u << 4, 1u << 31, ~0u, SL_FORCE | (1u << 5),
-					SL_NORECLAIM | (1u << 3), SL_TRY | (1u << 6) };
+	static const unsigned bad[] = { 1u << 2, 1u << 31, ~0u, SL_FORCE | (1u << 5),
+					SL_NORECLAIM | (1u << 4), SL_TRY | (1u << 6) };
 	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
 	sl_group *g = group_new(sl_tree_root(t), "g", 1000);
 	struct sl_stats bg, br, now;

@@ -161,10 +161,12 @@ static void run(unsigned fold_rounds, uint64_t batch, unsigned groups)
 	for (i = 0; i < THREADS; i++)
 		start_thread(&th[i], worker, (void *)(uintptr_t)i);
 	{
-		struct timespec ts = { (time_t)H.seconds,
-				       (long)((H.seconds - (double)(time_t)H.seconds) * 1e9) };
+		double until = now_seconds() + H.seconds;
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
 
-		nanosleep(&ts, NULL);
+		/* On until units were handed over (the test asserts some were). */
+		while (run_more(until, atomic_load(&H.handed) > 0))
+			nanosleep(&ts, NULL);
 	}
 	atomic_store(&H.stop, true);
 	for (i = 0; i < THREADS; i++)

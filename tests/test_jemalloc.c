@@ -259,7 +259,8 @@ END_TEST
 /* ---- many threads in one arena ---- */
 
 /* Each thread runs for its seconds and at least THREAD_ALLOCS allocations,
- * so that a slow or loaded machine still checks as much. */
+ * and on until some thread's allocation met the max, so that a slow or
+ * loaded machine (where threads may not overlap) still checks as much. */
 enum { NTHREADS = 4, THREAD_LIVE = 64, THREAD_ALLOCS = 400 };
 
 struct churn {
@@ -268,6 +269,7 @@ struct churn {
 	uint64_t seed;
 	double seconds;
 	unsigned long allocs, nulls;
+	atomic_ulong *nulls_all; /* every thread's NULLs so far */
 };
 
 static void *churn_thread(void *arg)
@@ -278,7 +280,7 @@ static void *churn_thread(void *arg)
 	uint64_t rng = c->seed;
 	double end = now_seconds() + c->seconds;
 
-	while (now_seconds() < end || c->allocs < THREAD_ALLOCS) {
+	while (c->allocs < THREAD_ALLOCS || run_more(end, atomic_load(c->nulls_all) > 0)) {
 		for (int j = 0; j < 200; j++) {
 			size_t k = (size_t)rng_range(&rng, 0, THREAD_LIVE - 1);
 
@@ -291,9 +293,9 @@ static void *churn_thread(void *arg)
 
 				p[k] = sl_jemalloc_alloc(c->a, size);
 				c->allocs++;
-				if (p[k] == NULL)
-					c->nulls++;
-				else
+				if (p[k] == NULL && !c->nulls++)
+					atomic_fetch_add(c->nulls_all, 1);
+				else if (p[k] != NULL)
 					memset(p[k], (int)k, size < 256 ? size : 256);
 			}
 		}
@@ -315,11 +317,13 @@ START_TEST(threads_sharing_an_arena_never_pass_max_and_leave_it_empty)
 	struct churn c[NTHREADS];
 	pthread_t th[NTHREADS];
 	unsigned long allocs = 0, nulls = 0;
+	atomic_ulong nulls_all = 0;
 
 	thread_failure_reset();
 	for (int i = 0; i < NTHREADS; i++) {
 		c[i] = (struct churn){.a = a, .max = max, .seed = 77 + (uint64_t)i * 1000003u,
-				      .seconds = test_seconds("SL_TEST_JEMALLOC_SECONDS", 1.0)};
+				      .seconds = test_seconds("SL_TEST_JEMALLOC_SECONDS", 1.0),
+				      .nulls_all = &nulls_all};
 		start_thread(&th[i], churn_thread, &c[i]);
 	}
 	for (int i = 0; i < NTHREADS; i++) {

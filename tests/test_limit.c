@@ -20,10 +20,12 @@
  * items and uncharges them, as a real cache does.
  *
  * Sizes: SL_LIMIT_CHARGES, charges per iteration of the no-false-failure
- * test, all threads together (50000; 4000 under TSan), bounded by
- * SL_LIMIT_FULL_SECONDS (5; 3 under TSan); SL_LIMIT_SECONDS, seconds per
- * iteration of the race test (0.4); SL_LIMIT_BUSY_SECONDS, how long the
- * other subtree reclaims while a charge must fail (5).  SL_LIMIT_VERBOSE=1
+ * test, all threads together (50000; 4000 under a sanitizer), bounded by
+ * SL_LIMIT_FULL_SECONDS (5; 1 under a sanitizer) once the tree was full;
+ * SL_LIMIT_SECONDS, seconds per iteration of the race test (0.4), and on
+ * until every thread did what it asserts on (helpers.h, run_more());
+ * SL_LIMIT_BUSY_SECONDS, how long the other subtree reclaims while a charge
+ * must fail (SL_TEST_DEADLINE, 30: the charge fails long before).  SL_LIMIT_VERBOSE=1
  * prints what the no-false-failure iterations did.
  */
 #ifndef _POSIX_C_SOURCE
@@ -34,15 +36,19 @@
 
 #include <sched.h>
 
-#if defined(__SANITIZE_THREAD__)
-#define LIMIT_TSAN 1
+/* Under a sanitizer (ThreadSanitizer, or AddressSanitizer, under which a
+ * charge at max costs ten times as much) the no-false-failure iterations
+ * are smaller: 64 of them must end well inside ctest's limit for the suite
+ * on a loaded machine. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define LIMIT_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define LIMIT_TSAN 1
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define LIMIT_SANITIZED 1
 #endif
 #endif
-#ifndef LIMIT_TSAN
-#define LIMIT_TSAN 0
+#ifndef LIMIT_SANITIZED
+#define LIMIT_SANITIZED 0
 #endif
 
 #define NPOLICY 4
@@ -286,8 +292,9 @@ static void *full_charger(void *arg)
 			enomem++;
 		else
 			other++;
-		/* A bound on wall time, in case the path at max is slow. */
-		if ((i & 255) == 0 && now_seconds() > f->until)
+		/* A bound on wall time, in case the path at max is slow,
+		 * once the tree was full (the test asserts it was). */
+		if ((i & 255) == 0 && !run_more(f->until, stats_of(sl_group_parent(tn->g)).events_max > 0))
 			break;
 	}
 	atomic_fetch_add(&f->enomem, enomem);
@@ -309,7 +316,7 @@ START_TEST(threads_charging_a_full_fully_reclaimable_tree_never_see_enomem)
 	struct full f;
 	struct full_arg args[FULL_MAX_THREADS];
 	pthread_t th[FULL_MAX_THREADS];
-	uint64_t total = env_u64("SL_LIMIT_CHARGES", LIMIT_TSAN ? 4000 : 50000), sum = 0;
+	uint64_t total = env_u64("SL_LIMIT_CHARGES", LIMIT_SANITIZED ? 4000 : 50000), sum = 0;
 	int ntenants, k;
 	sl_tree *t;
 	sl_group *root;
@@ -322,7 +329,7 @@ START_TEST(threads_charging_a_full_fully_reclaimable_tree_never_see_enomem)
 	f.mix = (_i / (4 * NPOLICY)) % 2;
 	f.exact = (_i / (8 * NPOLICY)) % 2;
 	f.per_thread = total / (uint64_t)f.nthreads;
-	f.until = now_seconds() + test_seconds("SL_LIMIT_FULL_SECONDS", LIMIT_TSAN ? 3.0 : 5.0);
+	f.until = now_seconds() + test_seconds("SL_LIMIT_FULL_SECONDS", LIMIT_SANITIZED ? 1.0 : 5.0);
 	snprintf(what, sizeof(what), "%s, %d threads, %s, %s items, reclaim batch %s", policy_name(policy),
 		 f.nthreads, f.shared ? "one shared tenant" : "a tenant each", f.mix ? "mixed" : "1 KiB",
 		 f.exact ? "0" : "default");
@@ -439,7 +446,7 @@ static void *race_charger(void *arg)
 	struct race_arg *a = arg;
 	struct race *r = a->r;
 	uint64_t rng = 0xabcdefu + (uint64_t)a->id * 7919u;
-	uint64_t charges = 0, enomem = 0, deletes = 0;
+	uint64_t enomem = 0, deletes = 0;
 
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
 		struct tenant *tn = &r->leaf[rng_range(&rng, 0, RACE_LEAVES - 1)];
@@ -451,12 +458,11 @@ static void *race_charger(void *arg)
 			if (rc == -ENOMEM)
 				enomem++;
 			else
-				charges++;
+				atomic_fetch_add(&r->charges, 1); /* the main thread waits for the first */
 		} else if (tenant_delete(tn)) {
 			deletes++;
 		}
 	}
-	atomic_fetch_add(&r->charges, charges);
 	atomic_fetch_add(&r->enomem, enomem);
 	atomic_fetch_add(&r->deletes, deletes);
 	return NULL;
@@ -480,11 +486,10 @@ static void *race_reclaimer(void *arg)
 		T_CHECK(got < target + 4 * KIB, "reclaim freed %" PRIu64 " for a target of %" PRIu64, got,
 			target);
 		sum += got;
-		n++;
-		if ((n & 15) == 0)
+		atomic_fetch_add(&r->reclaims, 1); /* the main thread waits for the first */
+		if ((++n & 15) == 0)
 			sched_yield();
 	}
-	atomic_fetch_add(&r->reclaims, n);
 	atomic_fetch_add(&r->reclaimed, sum);
 	return NULL;
 }
@@ -556,8 +561,8 @@ static void *race_churner(void *arg)
 		pthread_mutex_destroy(&tn->lock);
 		free(tn);
 		cycles++;
+		atomic_fetch_add(&r->churns, 1); /* the main thread waits for the first */
 	}
-	atomic_fetch_add(&r->churns, cycles);
 	atomic_fetch_add(&r->destroy_busy, busy);
 	return NULL;
 }
@@ -618,7 +623,10 @@ START_TEST(reclaims_racing_charges_and_destroys_keep_the_ledger_max_and_min)
 	start_thread(&th[n], race_churner, &args[n]);
 	n++;
 	end = now_seconds() + seconds;
-	while (now_seconds() < end) {
+	/* On until every kind of thread, the background one included, did
+	 * what the test asserts on below. */
+	while (run_more(end, atomic_load(&r.charges) > 0 && atomic_load(&r.reclaims) > 0 &&
+				     atomic_load(&r.churns) > 0 && atomic_load(&background_callbacks) > 0)) {
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 
 		nanosleep(&ts, NULL);
@@ -899,7 +907,7 @@ START_TEST(charge_where_nothing_can_be_freed_fails_while_another_subtree_reclaim
 	}
 	memset(&b, 0, sizeof(b));
 	b.tn = &busy_tn;
-	b.until = now_seconds() + test_seconds("SL_LIMIT_BUSY_SECONDS", 5.0);
+	b.until = now_seconds() + test_seconds("SL_LIMIT_BUSY_SECONDS", SL_TEST_DEADLINE);
 	thread_failure_reset();
 	start_thread(&th, busy_charger, &b);
 	/* The busy tenant is past its max and reclaiming on every charge. */
@@ -1138,10 +1146,10 @@ START_TEST(background_run_brings_usage_back_under_the_watermark_and_stops)
 	for (wave = 0; wave < 3; wave++) {
 		/* Up to 15/16 of max, well past the watermark. */
 		ck_assert_int_eq(tenant_fill(&tn, S, max - max / 16), 0);
-		ck_assert_msg(wait_below(tn.g, max - headroom, 10.0),
+		ck_assert_msg(wait_below(tn.g, max - headroom, SL_TEST_DEADLINE),
 			      "wave %" PRIu64 ": usage %" PRIu64 " + stocked %" PRIu64 " still above the watermark %" PRIu64
-			      " after 10 s",
-			      wave, stats_of(tn.g).usage, stats_of(tn.g).stocked, max - headroom);
+			      " after %.0f s",
+			      wave, stats_of(tn.g).usage, stats_of(tn.g).stocked, max - headroom, SL_TEST_DEADLINE);
 	}
 	sl_background_stop(t);
 	join_thread(th);
@@ -1211,9 +1219,9 @@ START_TEST(background_runners_act_on_a_new_headroom_and_all_stop)
 	}
 	ck_assert_uint_eq(atomic_load(&tn.calls), 0);
 	ck_assert_int_eq(sl_group_set_headroom(tn.g, headroom), 0);
-	ck_assert_msg(wait_below(tn.g, max - headroom, 10.0),
-		      "usage %" PRIu64 " still above the new watermark %" PRIu64 " after 10 s", usage_of(tn.g),
-		      max - headroom);
+	ck_assert_msg(wait_below(tn.g, max - headroom, SL_TEST_DEADLINE),
+		      "usage %" PRIu64 " still above the new watermark %" PRIu64 " after %.0f s", usage_of(tn.g),
+		      max - headroom, SL_TEST_DEADLINE);
 	sl_background_stop(t);
 	for (k = 0; k < 2; k++) {
 		join_thread(th[k]);

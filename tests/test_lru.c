@@ -643,13 +643,25 @@ static void mt_value(unsigned char *v, size_t vlen, uint64_t k)
 		v[i] = (unsigned char)(k + i);
 }
 
+/* Has any tenant evicted yet?  (The test asserts some did.) */
+static int mt_evicted(const struct mt *m)
+{
+	struct lru_stats s;
+	int i;
+
+	for (i = 0; i < MT_TENANTS; i++)
+		if (lru_tenant_stats(m->t[i], &s) == 0 && s.evictions > 0)
+			return 1;
+	return 0;
+}
+
 static void *mt_worker(void *arg)
 {
 	struct mt *m = arg;
 	uint64_t rng = m->seed;
 	unsigned char v[512], got[512], want[512];
 
-	while (now_seconds() < m->until) {
+	while (run_more(m->until, m->ops > 0 && mt_evicted(m))) {
 		int i;
 
 		for (i = 0; i < 64; i++) {

@@ -2,8 +2,9 @@
 /*
  * Groups created and destroyed while other threads charge: the header says
  * sl_group_create() and sl_group_destroy() are thread-safe against charges,
- * uncharges and creates elsewhere in the tree.  Runs for a bounded time
- * (SL_RACE_SECONDS per batch setting, default 0.5).
+ * uncharges and creates elsewhere in the tree.  Each test runs for
+ * SL_RACE_SECONDS per batch setting (default 0.5), and on until every
+ * thread did the work it asserts on (helpers.h, run_more()).
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -38,7 +39,7 @@ static void *charger(void *arg)
 	unsigned long ops = 0;
 	int k;
 
-	while (now_seconds() < r->until) {
+	while (run_more(r->until, ops > 0)) {
 		for (k = 0; k < 64; k++) {
 			int slot = (int)rng_range(&rng, 0, LEAVES);
 			sl_group *g = slot == LEAVES ? r->own[a->id] : r->leaf[a->id][slot];
@@ -79,7 +80,7 @@ static void *churner(void *arg)
 	uint64_t rng = 0xfeedbeefu;
 	unsigned long cycles = 0;
 
-	while (now_seconds() < r->until) {
+	while (run_more(r->until, cycles > 0)) {
 		char name[32];
 		sl_group *tmp = NULL, *leaf = NULL, *side = NULL;
 		sl_group *hot = r->own[cycles % CHARGERS];
@@ -122,9 +123,10 @@ static void *churner(void *arg)
 static void *name_racer(void *arg)
 {
 	struct race *r = arg;
-	unsigned long wins = 0, eexist = 0;
+	unsigned long eexist = 0;
 
-	while (now_seconds() < r->until) {
+	/* Until one of the two won at least once. */
+	while (run_more(r->until, atomic_load(&r->shared_wins) > 0)) {
 		sl_group *g = NULL;
 		int rc = sl_group_create(r->p, "shared", NULL, NULL, NULL, &g);
 
@@ -133,12 +135,11 @@ static void *name_racer(void *arg)
 			T_CHECK(sl_charge(g, 10, 0) == 0, "charge shared");
 			T_CHECK(sl_uncharge(g, 10) == 0, "uncharge shared");
 			T_CHECK(sl_group_destroy(g) == 0, "destroy shared");
-			wins++;
+			atomic_fetch_add(&r->shared_wins, 1);
 		} else {
 			eexist++;
 		}
 	}
-	atomic_fetch_add(&r->shared_wins, wins);
 	atomic_fetch_add(&r->shared_eexist, eexist);
 	return NULL;
 }
@@ -253,7 +254,7 @@ START_TEST(a_lowered_max_is_in_force_when_set_limits_returns)
 	hi.max = 1000000;
 	for (i = 0; i < MAX_CHARGERS; i++)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, max_charger, &m), 0);
-	while (now_seconds() < until) {
+	while (run_more(until, in_force > 0)) {
 		struct sl_stats st = stats_of(m.g);
 
 		sl_limits_init(&lo);
@@ -336,9 +337,9 @@ static void *transit_churner(void *arg)
 			T_CHECK(sl_charge(x->other[k], 1, 0) == 0, "charge of other %d", k);
 			T_CHECK(sl_uncharge(x->other[k], 1) == 0, "uncharge of other %d", k);
 		}
-		cycles++;
+		/* Relaxed: read by the main thread's loop condition only. */
+		atomic_store_explicit(&x->cycles, ++cycles, memory_order_relaxed);
 	}
-	atomic_store(&x->cycles, cycles);
 	return NULL;
 }
 
@@ -367,7 +368,7 @@ START_TEST(a_usage_read_never_counts_units_in_transit)
 		x.other[k] = group_new(sl_tree_root(t), name, SL_UNLIMITED);
 	}
 	start_thread(&th, transit_churner, &x);
-	while (now_seconds() < until) {
+	while (run_more(until, x.asked > 0 && atomic_load_explicit(&x.cycles, memory_order_relaxed) > 0)) {
 		uint64_t usage;
 
 		if (x.held < TRANSIT_HELD) {

@@ -73,7 +73,9 @@ static void *worker(void *arg)
 	unsigned long ops = 0, enomem_u = 0, enomem_f = 0, forced = 0;
 	int i;
 
-	while (now_seconds() < s->until) {
+	/* Until the maxes were really hit (see the test), each worker having
+	 * done some work. */
+	while (run_more(s->until, ops > 0 && atomic_load(&s->enomem_u) > 0)) {
 		for (i = 0; i < 32; i++, ops++) {
 			int gi = (int)rng_range(&rng, 1, NGROUPS - 1);
 			uint64_t r = rng_range(&rng, 0, 99);
@@ -100,8 +102,8 @@ static void *worker(void *arg)
 				} else if (rc == -ENOMEM) {
 					if (shape[gi].forced)
 						enomem_f++;
-					else
-						enomem_u++;
+					else if (!enomem_u++)
+						atomic_fetch_add(&s->enomem_u, 1);
 				}
 			} else {
 				uint64_t amount = r < 70 ? held[gi] : rng_range(&rng, 1, held[gi]);
@@ -118,7 +120,7 @@ static void *worker(void *arg)
 		if (held[i])
 			T_CHECK(sl_uncharge(s->g[i], held[i]) == 0, "final uncharge from %s", shape[i].name);
 	atomic_fetch_add(&s->ops, ops);
-	atomic_fetch_add(&s->enomem_u, enomem_u);
+	atomic_fetch_add(&s->enomem_u, enomem_u ? enomem_u - 1 : 0);
 	atomic_fetch_add(&s->enomem_f, enomem_f);
 	atomic_fetch_add(&s->forced, forced);
 	atomic_fetch_sub(&s->workers_left, 1);
@@ -132,7 +134,8 @@ static void *monitor(void *arg)
 	struct stress *s = arg;
 	unsigned long samples = 0;
 
-	while (atomic_load(&s->workers_left) > 0) {
+	/* At least one sample, however late this thread runs. */
+	do {
 		int i;
 
 		for (i = 0; i < NGROUPS; i++) {
@@ -155,7 +158,7 @@ static void *monitor(void *arg)
 			}
 		}
 		samples++;
-	}
+	} while (atomic_load(&s->workers_left) > 0);
 	atomic_fetch_add(&s->samples, samples);
 	return NULL;
 }

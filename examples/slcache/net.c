@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -423,9 +424,14 @@ static void close_stalled(struct worker *w, int64_t now)
 	struct conn *c = w->conns, *next;
 
 	for (; c; c = next) {
+		int unread = 0;
+
 		next = c->next;
+		/* Bytes waiting unread are the worker's delay, not the
+		 * client's stall (a loaded machine). */
 		if ((c->state == CS_DATA || c->state == CS_SWALLOW) &&
-		    now - c->last_rx >= (int64_t)opt.stall_timeout) {
+		    now - c->last_rx >= (int64_t)opt.stall_timeout &&
+		    !(ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0)) {
 			logv("connection %d: no data for %u s in the middle of a value: closing",
 			     c->fd, opt.stall_timeout);
 			STAT_ADD(c->st, stalled_closed, 1);
@@ -441,13 +447,16 @@ static void *worker_main(void *arg)
 	int64_t swept = now_s();
 
 	while (!atomic_load(&w->stop)) {
-		int n = epoll_wait(w->epfd, evs, 128, opt.stall_timeout ? 1000 : -1), i;
+		int n, i;
 
+		/* Before the wait, never between it and its events: an event
+		 * names its connection by pointer, and a connection closed here
+		 * (whose data may be what woke us: it is not read yet) is freed. */
 		if (opt.stall_timeout && now_s() != swept) {
 			swept = now_s();
 			close_stalled(w, swept);
 		}
-
+		n = epoll_wait(w->epfd, evs, 128, opt.stall_timeout ? 1000 : -1);
 		if (n < 0 && errno != EINTR)
 			break;
 		for (i = 0; i < n; i++) {

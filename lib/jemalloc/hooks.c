@@ -36,10 +36,8 @@
  * malloc() inside a hook is safe: jemalloc marks the thread reentrant and
  * serves it from arena 0.)  Reclaim happens outside, between tries of
  * sl_jemalloc_alloc(), which go on while reclaim makes progress
- * (alloc_at_max()).
+ * (alloc_at_max() in sl_jemalloc.c).
  */
-#include <errno.h>
-
 #include "adapter.h"
 
 _Thread_local struct sl__je_tls sl__je_tls __attribute__((tls_model("initial-exec")));

@@ -475,8 +475,6 @@ static void op_charge(struct input *in)
 	uint64_t high_before[NG];
 	int i = pick_alive(in), rc, first, k;
 	uint64_t amount = amount_vals[take(in) & 15];
-	/* Bit 2 of the input asks for an unknown flag (1 << 3; 1 << 2 is
-	 * SL_TRY, which only changes the oom event count). */
 	unsigned flags = take(in) & 7, calls;
 	bool overflow = false;
 	struct sl_stats st;
@@ -494,8 +492,6 @@ static void op_charge(struct input *in)
 	 * back (issue 24): after one, stocks hold only what fits under it. */
 	if (first >= 0 && !exact && amount <= sl_tree_batch(tree) && stock_of(i) >= amount && path_forced(i))
 		first = -1;
-	if (flags & 4)
-		flags = (flags & 3) | (1u << 3);
 	for (k = i; k >= 0; k = m[k].parent) {
 		sl_group_stats(m[k].g, &st);
 		high_before[k] = st.events_high;
@@ -504,7 +500,7 @@ static void op_charge(struct input *in)
 	cb_set_limits = false;
 	rc = sl_charge(m[i].g, amount, flags);
 	trace("charge g%d %" PRIu64 " flags %u: %d\n", i, amount, flags, rc);
-	if (flags & (1u << 3)) {
+	if (flags & 4) {
 		if (rc != -EINVAL)
 			FAIL("unknown flag gave %d", rc);
 		return;
