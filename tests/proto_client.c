@@ -184,6 +184,9 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+#define QUIET_S 5.0     /* silence that ends a case expecting no more */
+#define DEADLINE_S 120.0 /* the longest one case may take */
+
 /* Sends @req (while reading, so a server that answers a long request as it
  * goes never blocks us), then reads the answer into @ans. */
 static void exchange(int port, const struct buf *req, bool closes, struct buf *ans)
@@ -191,7 +194,12 @@ static void exchange(int port, const struct buf *req, bool closes, struct buf *a
 	int fd = connect_to(port);
 	size_t sent = 0;
 	bool mn_sent = closes, eof = false;
-	double deadline = now() + 30; /* generous: a loaded machine, an ASan build */
+	/* An exchange ends at its answer's last MN, at the server's close, or
+	 * once everything was sent and the server stayed silent for QUIET_S
+	 * (the cases that expect silence: memcached waiting for a value's
+	 * bytes); DEADLINE_S bounds it all.  Silence is measured from the last
+	 * byte either way, so a loaded machine only slows a case down. */
+	double last = now(), deadline = last + DEADLINE_S;
 	int pause = 0;
 
 	while (!eof) {
@@ -201,7 +209,7 @@ static void exchange(int port, const struct buf *req, bool closes, struct buf *a
 
 		if (sent < req->n || !mn_sent)
 			p.events |= POLLOUT;
-		if (now() > deadline)
+		if (now() > deadline || (sent == req->n && mn_sent && now() - last > QUIET_S))
 			break;
 		if (poll(&p, 1, 100) < 0 && errno != EINTR)
 			break;
@@ -211,13 +219,16 @@ static void exchange(int port, const struct buf *req, bool closes, struct buf *a
 			if (pause < nsplit && sent == upto) {
 				poll(NULL, 0, split_ms[pause]);
 				deadline += split_ms[pause] / 1000.0;
+				last = now();
 				pause++;
 				continue;
 			}
 			if (sent < req->n) {
 				n = send(fd, req->p + sent, upto - sent, MSG_NOSIGNAL);
-				if (n > 0)
+				if (n > 0) {
 					sent += (size_t)n;
+					last = now();
+				}
 				else if (n < 0 && errno != EAGAIN && errno != EINTR)
 					sent = req->n; /* the server closed: read what it said */
 			} else if (!mn_sent) {
@@ -228,8 +239,10 @@ static void exchange(int port, const struct buf *req, bool closes, struct buf *a
 		}
 		if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
 			n = recv(fd, tmp, sizeof(tmp), 0);
-			if (n > 0)
+			if (n > 0) {
 				put(ans, tmp, (size_t)n);
+				last = now();
+			}
 			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
 				eof = true;
 		}
