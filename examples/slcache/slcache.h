@@ -9,6 +9,7 @@
  *               key prefix, reclaim, high, the live budget
  *   storage.c   memcached's item semantics over examples/lru_cache
  *   protocol.c  the text protocol: classic commands and stats
+ *   admin.c     verbosity, cache_memlimit, and memcached's tuning commands
  *   meta.c      the meta commands (mg, ms, md, ma, mn, me)
  *   net.c       sockets, worker threads, connection buffers
  */
