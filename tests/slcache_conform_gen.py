@@ -240,6 +240,17 @@ case("refresh_certs stats extstore bget", setv("bg", "x"),
 case("slabs reassign", "slabs reassign 1 1\\r\\nslabs reassign 0 2\\r\\nslabs reassign -1 2\\r\\n"
      "slabs reassign 1 64\\r\\nslabs reassign x 2\\r\\nslabs reassign 1 2 3\\r\\n")
 
+session("flag errors")
+# The text of the last bad flag wins, in the client's order; a bad F keeps
+# the text before it; base64 keys decode as memcached's lenient decoder.
+for line in ["mg k RE FS P", "mg k FS DI", "mg k DI FS", "mg k FS", "mg k Tx Jx", "mg k Jx Tx",
+             "mg k Dx b", "mg !!!! b Dx", "mg k Mxx Cx", "mg t3:k3 k RI L I b", "ma k Dx", "md k Cx",
+             "mg ab=c b v", "mg a=== b", "mg ==== b", "mg Zg== b k", "mg Zg==Zm9v b k",
+             "mg Z!g=!= b k", "md Z!m9v b k", "ma Zm9v!! b k O2"]:
+    case("flag errors " + line, line + "\\r\\n")
+case("ms lenient base64", "ms Z:m:9:v 1 b k\\r\\nx\\r\\nmg Z:m:9:v b k v\\r\\nmg foo k\\r\\n")
+case("ms flag errors swallow", "ms k 1 Rxxx b DS CE\\r\\nx\\r\\nms k 1 FS Tx\\r\\nx\\r\\nms k 1 Tx FS\\r\\nx\\r\\n")
+
 session("item size")
 # -I (1 MiB) limits memcached's whole item: header, cas, key, flags, value.
 for n, fl, key in [(1048516, 0, "k"), (1048517, 0, "k"), (1048512, 5, "k"), (1048513, 5, "k"),

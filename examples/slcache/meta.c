@@ -39,33 +39,41 @@ static int b64_val(unsigned char ch)
 	return p ? (int)(p - b64) : -1;
 }
 
-/* Decodes @in into @out (room for STORE_KEY_MAX); the length, or 0 when
- * @in is not base64 or decodes to nothing or too much. */
+/*
+ * Decodes @in into @out (room for STORE_KEY_MAX); the length, or 0 when
+ * it decodes to nothing.  As memcached's decoder: bytes outside the
+ * alphabet are skipped, the rest must come in groups of four, and the
+ * first group with padding ends the key.
+ */
 static size_t b64_decode(const char *in, size_t n, char *out)
 {
-	size_t i, o = 0;
-	unsigned acc = 0, bits = 0;
+	unsigned char block[4];
+	size_t i, count = 0, o = 0;
+	int pad = 0;
 
-	if (n == 0 || n % 4)
+	for (i = 0; i < n; i++)
+		count += in[i] == '=' || b64_val((unsigned char)in[i]) >= 0;
+	if (count == 0 || count % 4 || count / 4 * 3 > STORE_KEY_MAX)
 		return 0;
+	count = 0;
 	for (i = 0; i < n; i++) {
-		int v;
+		int v = in[i] == '=' ? 0 : b64_val((unsigned char)in[i]);
 
-		if (in[i] == '=') {
-			if (i < n - 2 || (i == n - 2 && in[n - 1] != '='))
-				return 0;
-			break;
-		}
-		v = b64_val((unsigned char)in[i]);
 		if (v < 0)
-			return 0;
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (o == STORE_KEY_MAX)
+			continue;
+		pad += in[i] == '=';
+		block[count++] = (unsigned char)v;
+		if (count < 4)
+			continue;
+		out[o++] = (char)(block[0] << 2 | block[1] >> 4);
+		out[o++] = (char)(block[1] << 4 | block[2] >> 2);
+		out[o++] = (char)(block[2] << 6 | block[3]);
+		count = 0;
+		if (pad) {
+			if (pad > 2)
 				return 0;
-			out[o++] = (char)((acc >> bits) & 0xff);
+			o -= (size_t)pad;
+			break;
 		}
 	}
 	return o;
@@ -97,7 +105,6 @@ struct mreq {
 	const char *key;          /* as stored (decoded from base64 with b) */
 	size_t keylen;
 	char keybuf[STORE_KEY_MAX];
-	struct tok wire_key;      /* as the client sent it                  */
 	struct tok flag[MAX_TOKENS];
 	size_t nflags;
 	uint64_t seen;            /* bit ('a'..'z', 'A'..'Z'): given        */
@@ -138,7 +145,10 @@ static const struct tok *flag_tok(const struct mreq *m, char f)
  */
 static const char *parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t first)
 {
-	const char *err = NULL;
+	/* As memcached: the text of the last bad flag, in the client's order
+	 * (a bad F sets none: the text before it, or this one, stays). */
+	const char *err = "CLIENT_ERROR bad command line format";
+	bool bad = false;
 	size_t i;
 
 	memset(m, 0, offsetof(struct mreq, keybuf));
@@ -147,11 +157,13 @@ static const char *parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t
 	m->q = m->b = false;
 	m->opaque.s = NULL;
 	m->opaque.n = 0;
-	m->wire_key = tk[1];
+	m->key = tk[1].s;
+	m->keylen = tk[1].n;
 	for (i = first; i < nt; i++) {
 		char f = tk[i].s[0];
 		int bit = flag_bit(f);
 		struct tok v = { tk[i].s + 1, tk[i].n - 1 };
+		const char *why = NULL;
 		int64_t i64;
 		uint64_t u64;
 		uint32_t u32;
@@ -164,47 +176,45 @@ static const char *parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t
 		m->flag[m->nflags++] = tk[i];
 		switch (f) {
 		case 'q': m->q = true; break;
-		case 'b': m->b = true; break;
 		case 'O': m->opaque = tk[i]; break;
-		case 'N': case 'T': case 'R':
-			if (!tok_i32(&v, &i64))
-				err = "CLIENT_ERROR bad token in command line format";
+		case 'b':
+			m->b = true;
+			m->keylen = b64_decode(tk[1].s, tk[1].n, m->keybuf);
+			m->key = m->keybuf;
+			if (m->keylen == 0)
+				why = "CLIENT_ERROR error decoding key";
 			break;
-		case 'C':
-			if (!tok_u64(&v, &u64))
-				err = "CLIENT_ERROR bad token in command line format";
+		case 'N': case 'T': case 'R': case 'C':
+			if (f == 'C' ? !tok_u64(&v, &u64) : !tok_i32(&v, &i64))
+				why = "CLIENT_ERROR bad token in command line format";
 			break;
 		case 'F':
-			if (!tok_u32(&v, &u32))
-				err = "CLIENT_ERROR bad command line format";
+			bad |= !tok_u32(&v, &u32);
 			break;
 		case 'M':
 			if (tk[i].n != 2)
-				err = "CLIENT_ERROR incorrect length for M token";
+				why = "CLIENT_ERROR incorrect length for M token";
 			break;
 		case 'J':
 			if (!tok_u64(&v, &u64))
-				err = "CLIENT_ERROR invalid numeric initial value";
+				why = "CLIENT_ERROR invalid numeric initial value";
 			break;
 		case 'D':
 			if (!tok_u64(&v, &u64))
-				err = "CLIENT_ERROR invalid numeric delta value";
+				why = "CLIENT_ERROR invalid numeric delta value";
 			break;
 		default: break;
 		}
+		if (why) {
+			bad = true;
+			err = why;
+		}
 	}
-	if (m->b) {
-		m->keylen = b64_decode(tk[1].s, tk[1].n, m->keybuf);
-		if (m->keylen == 0)
-			err = "CLIENT_ERROR error decoding key";
-		m->key = m->keybuf;
-	} else {
-		m->key = tk[1].s;
-		m->keylen = tk[1].n;
-	}
-	if (!err && m->opaque.n > OPAQUE_MAX) /* the "O" counts, as in memcached */
-		err = "CLIENT_ERROR opaque token too long";
-	return err;
+	if (bad)
+		return err;
+	if (m->opaque.n > OPAQUE_MAX) /* the "O" counts, as in memcached */
+		return "CLIENT_ERROR opaque token too long";
+	return NULL;
 }
 
 /* What every meta command checks before its flags: a key, its length, and
@@ -261,22 +271,9 @@ static bool flag_u32(const struct mreq *m, char f, uint32_t *out)
 	return !flag_value(m, f, &v) || tok_u32(&v, out);
 }
 
-/* The return flags that echo the request: k, O, b. */
-static void put_echo(struct conn *c, const struct mreq *m, char f)
-{
-	if (f == 'k') { /* a base64 key goes back as sent, marked " b" */
-		ob_put(c, " k", 2);
-		ob_put(c, m->wire_key.s, m->wire_key.n);
-		if (m->b)
-			ob_put(c, " b", 2);
-	} else if (f == 'O') {
-		ob_put(c, " ", 1);
-		ob_put(c, m->opaque.s, m->opaque.n);
-	}
-}
-
-/* mg k on a hit: the stored key, in base64 (and " b") when it was stored
- * with ms b, whatever this request said (memcached keeps that bit). */
+/* The k return flag: the key, in base64 (and " b") when @binary, encoded
+ * again from the decoded key as memcached does.  On an mg hit @binary is
+ * the stored item's (ms b), whatever this request said. */
 static void put_item_key(struct conn *c, const char *key, size_t keylen, bool binary)
 {
 	char enc[(STORE_KEY_MAX + 2) / 3 * 4];
@@ -288,6 +285,17 @@ static void put_item_key(struct conn *c, const char *key, size_t keylen, bool bi
 	}
 	ob_put(c, enc, b64_encode(key, keylen, enc));
 	ob_put(c, " b", 2);
+}
+
+/* The return flags that echo the request: k, O. */
+static void put_echo(struct conn *c, const struct mreq *m, char f)
+{
+	if (f == 'k') {
+		put_item_key(c, m->key, m->keylen, m->b);
+	} else if (f == 'O') {
+		ob_put(c, " ", 1);
+		ob_put(c, m->opaque.s, m->opaque.n);
+	}
 }
 
 static void put_num(struct conn *c, char f, int64_t v)
@@ -453,9 +461,13 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 		size_t n = 0;
 		char buf[300];
 
-		if (f == 'k')
-			n = (size_t)snprintf(buf, sizeof(buf), " k%.*s%s", (int)m.wire_key.n,
-					     m.wire_key.s, m.b ? " b" : "");
+		if (f == 'k' && m.b) {
+			char enc[(STORE_KEY_MAX + 2) / 3 * 4];
+			size_t e = b64_encode(m.key, m.keylen, enc);
+
+			n = (size_t)snprintf(buf, sizeof(buf), " k%.*s b", (int)e, enc);
+		} else if (f == 'k')
+			n = (size_t)snprintf(buf, sizeof(buf), " k%.*s", (int)m.keylen, m.key);
 		else if (f == 'O')
 			n = (size_t)snprintf(buf, sizeof(buf), " %.*s", (int)m.opaque.n, m.opaque.s);
 		else if (f == 'c')
