@@ -248,6 +248,7 @@ for line in ["mg k RE FS P", "mg k FS DI", "mg k DI FS", "mg k FS", "mg k Tx Jx"
              "mg ab=c b v", "mg a=== b", "mg ==== b", "mg Zg== b k", "mg Zg==Zm9v b k",
              "mg Z!g=!= b k", "md Z!m9v b k", "ma Zm9v!! b k O2"]:
     case("flag errors " + line, line + "\\r\\n")
+case("md ma opaque too long", "md k f I c O" + "x" * 36 + " J1\\t k\\r\\nma nope O" + "1" * 33 + "\\r\\nmd k Ox Cx\\r\\n")
 case("ms lenient base64", "ms Z:m:9:v 1 b k\\r\\nx\\r\\nmg Z:m:9:v b k v\\r\\nmg foo k\\r\\n")
 case("ms flag errors swallow", "ms k 1 Rxxx b DS CE\\r\\nx\\r\\nms k 1 FS Tx\\r\\nx\\r\\nms k 1 Tx FS\\r\\nx\\r\\n")
 

@@ -258,6 +258,17 @@ void meta_complete_set(struct conn *c, const char *data)
 
 /* ---- md ---- */
 
+/* md and ma answer one text for any bad flag, but the opaque's own (memcached). */
+static bool bad_flags(struct conn *c, const char *err)
+{
+	if (!err)
+		return false;
+	if (strcmp(err, MF_OPAQUE_TOO_LONG) != 0)
+		err = "CLIENT_ERROR invalid or duplicate flag";
+	ob_printf(c, "%s\r\n", err);
+	return true;
+}
+
 
 void meta_delete(struct conn *c, struct tok *tk, size_t nt)
 {
@@ -269,10 +280,8 @@ void meta_delete(struct conn *c, struct tok *tk, size_t nt)
 	BUMP(c, meta_cmds);
 	if (!mf_line_ok(c, tk, nt, "CLIENT_ERROR options flags too long\r\n"))
 		return;
-	if (mf_parse(&m, tk, nt, 2)) {
-		ob_str(c, "CLIENT_ERROR invalid or duplicate flag\r\n");
+	if (bad_flags(c, mf_parse(&m, tk, nt, 2)))
 		return;
-	}
 	(void)(mf_u64(&m, 'C', &cas) && mf_i32(&m, 'T', &ttl));
 	if (mf_has(&m, 'I')) /* invalidate: stale, for one client to refresh */
 		r = store_invalidate(m.key, m.keylen, cas, mf_has(&m, 'T'), ttl);
@@ -307,10 +316,8 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 	BUMP(c, meta_cmds);
 	if (!mf_line_ok(c, tk, nt, "CLIENT_ERROR options flags too long\r\n"))
 		return;
-	if (mf_parse(&m, tk, nt, 2)) {
-		ob_str(c, "CLIENT_ERROR invalid or duplicate flag\r\n");
+	if (bad_flags(c, mf_parse(&m, tk, nt, 2)))
 		return;
-	}
 	(void)(mf_u64(&m, 'C', &a.cas) && mf_u64(&m, 'D', &a.delta) &&
 	       mf_u64(&m, 'J', &a.initial) && mf_i32(&m, 'N', &a.exptime) &&
 	       mf_i32(&m, 'T', &touch));

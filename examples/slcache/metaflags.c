@@ -191,7 +191,7 @@ const char *mf_parse(struct mreq *m, struct tok *tk, size_t nt, size_t first)
 	if (bad)
 		return err;
 	if (m->opaque.n > OPAQUE_MAX) /* the "O" counts, as in memcached */
-		return "CLIENT_ERROR opaque token too long";
+		return MF_OPAQUE_TOO_LONG;
 	return NULL;
 }
 

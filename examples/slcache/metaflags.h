@@ -26,8 +26,11 @@ struct mreq {
 	struct tok opaque;
 };
 
+#define MF_OPAQUE_TOO_LONG "CLIENT_ERROR opaque token too long"
+
 /** Splits tk[@first..] into @m's flags; NULL, or the error line to answer
- * (without its "\r\n"), as memcached's: the last bad flag's text. */
+ * (without its "\r\n"), as memcached's: the last bad flag's text, or
+ * MF_OPAQUE_TOO_LONG when the flags are fine but an O token is too long. */
 const char *mf_parse(struct mreq *m, struct tok *tk, size_t nt, size_t first);
 
 /** What every meta command checks first (a key, its length, the token
