@@ -1,0 +1,697 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The records of the etcd:// store (keys: store_etcd.c): a budget read at
+ * one revision, a participant's record written under its own etcd lease,
+ * grows compared on the budget's version key, and the store's incarnation.
+ */
+#define _GNU_SOURCE /* getrandom */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etcd_store.h"
+
+/* ---- the incarnation ---------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t incarnation_of(uint64_t cluster_id, const char *value)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a over the key's value */
+
+	for (const char *p = value; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	h = mix64(cluster_id ^ mix64(h));
+	return h ? h : 1;
+}
+
+/* Record what the cluster's answer says; 0 or -ESTALE when it changed. */
+static int note_incarnation(struct sl__etcd_store *st, uint64_t cluster_id, const char *value)
+{
+	uint64_t inc = incarnation_of(cluster_id, value);
+	bool changed = st->have_inc && inc != st->incarnation;
+
+	st->cluster_id = cluster_id;
+	snprintf(st->inc_value, sizeof(st->inc_value), "%s", value);
+	st->incarnation = inc;
+	st->have_inc = true;
+	return changed ? -ESTALE : 0;
+}
+
+/* Create PREFIX/incarnation unless another node did first; either way note it. */
+static int create_incarnation(struct sl__etcd_store *st)
+{
+	char key[SL__ETCD_KEY_MAX], value[40];
+	uint64_t r[2];
+	json_t *req, *resp = NULL, *kv;
+	struct sl__etcd_hdr hdr;
+	char *v;
+	size_t len;
+	int rc;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -EIO;
+	snprintf(value, sizeof(value), "%016llx%016llx", (unsigned long long)r[0],
+		 (unsigned long long)r[1]);
+	sl__etcd_key(st, key, NULL, NULL, NULL);
+	req = json_pack("{s:[{s:o,s:s,s:s,s:o}],s:[{s:{s:o,s:o}}],s:[{s:{s:o}}]}", "compare",
+			"key", sl__etcd_b64s(key), "target", "CREATE", "result", "EQUAL",
+			"create_revision", sl__etcd_int(0), "success", "request_put", "key",
+			sl__etcd_b64s(key), "value", sl__etcd_b64s(value), "failure",
+			"request_range", "key", sl__etcd_b64s(key));
+	if (!req)
+		return -ENOMEM;
+	rc = sl__etcd_call(&st->conn, "/v3/kv/txn", req, &resp, &hdr);
+	json_decref(req);
+	if (rc)
+		return rc;
+	if (!json_is_true(json_object_get(resp, "succeeded"))) {
+		kv = sl__etcd_txn_kv(resp, 0);
+		v = kv ? sl__etcd_unb64(json_object_get(kv, "value"), &len) : NULL;
+		if (!v) {
+			json_decref(resp);
+			return -EIO;
+		}
+		snprintf(value, sizeof(value), "%s", v);
+		free(v);
+	}
+	json_decref(resp);
+	note_incarnation(st, hdr.cluster_id, value);
+	return 0;
+}
+
+/* ---- small tables: leases by participant, incarnations by budget --------- */
+
+static void *grow_array(void *p, size_t *cap, size_t n, size_t size)
+{
+	size_t c;
+
+	if (n < *cap)
+		return p;
+	c = *cap ? *cap * 2 : 8;
+	p = realloc(p, c * size);
+	if (p)
+		*cap = c;
+	return p;
+}
+
+static struct sl__etcd_lease *lease_slot(struct sl__etcd_store *st, const char *id, bool create)
+{
+	struct sl__etcd_lease *l;
+
+	for (size_t i = 0; i < st->n_leases; i++) {
+		if (strcmp(st->leases[i].id, id) == 0)
+			return &st->leases[i];
+	}
+	if (!create)
+		return NULL;
+	l = grow_array(st->leases, &st->cap_leases, st->n_leases, sizeof(*l));
+	if (!l)
+		return NULL;
+	st->leases = l;
+	l = &st->leases[st->n_leases++];
+	memset(l, 0, sizeof(*l));
+	snprintf(l->id, sizeof(l->id), "%s", id);
+	return l;
+}
+
+static void lease_drop(struct sl__etcd_store *st, struct sl__etcd_lease *l)
+{
+	*l = st->leases[--st->n_leases];
+}
+
+static struct sl__etcd_seen *seen_slot(struct sl__etcd_store *st, const char *name, bool create)
+{
+	struct sl__etcd_seen *s;
+
+	for (size_t i = 0; i < st->n_seen; i++) {
+		if (strcmp(st->seen[i].name, name) == 0)
+			return &st->seen[i];
+	}
+	if (!create)
+		return NULL;
+	s = grow_array(st->seen, &st->cap_seen, st->n_seen, sizeof(*s));
+	if (!s)
+		return NULL;
+	st->seen = s;
+	s = &st->seen[st->n_seen++];
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	return s;
+}
+
+static void seen_set(struct sl__etcd_store *st, const char *name)
+{
+	struct sl__etcd_seen *s = seen_slot(st, name, true);
+
+	/* Without memory to remember it, a wipe reads as a deleted budget. */
+	if (s)
+		s->incarnation = st->incarnation;
+}
+
+void sl__etcd_store_free_rec_state(struct sl__etcd_store *st)
+{
+	free(st->leases);
+	free(st->seen);
+	st->leases = NULL;
+	st->seen = NULL;
+	st->n_leases = st->cap_leases = st->n_seen = st->cap_seen = 0;
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- read ---------------------------------------------------------------- */
+
+struct part {
+	char id[SL_LEASE_ID_MAX];
+	json_t *doc; /* the record's or the floor's JSON */
+};
+
+/* Split "KIND/ID" keys under the budget into floors and records (sorted by id). */
+static int collect(json_t *kvs, size_t sublen, struct part *floors, size_t *nf,
+		   struct part *recs, size_t *nr, int64_t *version)
+{
+	size_t i;
+	json_t *kv;
+
+	json_array_foreach(kvs, i, kv) {
+		size_t len;
+		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &len);
+		const char *rest = k && len > sublen ? k + sublen : "";
+		struct part *p = NULL;
+		const char *id = NULL;
+
+		if (strcmp(rest, "version") == 0) {
+			if (sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, version)) {
+				free(k);
+				return -EIO;
+			}
+		} else if (strncmp(rest, "floor/", 6) == 0) {
+			p = &floors[(*nf)++];
+			id = rest + 6;
+		} else if (strncmp(rest, "rec/", 4) == 0) {
+			p = &recs[(*nr)++];
+			id = rest + 4;
+		}
+		if (p) {
+			snprintf(p->id, sizeof(p->id), "%s", id);
+			p->doc = sl__etcd_kv_json(kv);
+			if (!p->doc || strlen(id) >= sizeof(p->id) || !*id) {
+				free(k);
+				return -EIO;
+			}
+		}
+		free(k);
+	}
+	return 0;
+}
+
+static int fill_rec(struct sl__lease_rec *r, const struct part *rec, const struct part *floor,
+		    int64_t now)
+{
+	uint64_t exp = 0;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->id, sizeof(r->id), "%s", rec ? rec->id : floor->id);
+	if (!rec) {
+		/* The record's lease ran out: only the floor counts. */
+		if (sl__etcd_get_u64(floor->doc, "floor", &r->floor))
+			return -EIO;
+		r->held = r->floor;
+		r->expires_ms = -1;
+		r->state = SL_LEASE_FENCED;
+		return 0;
+	}
+	if (sl__etcd_get_u64(rec->doc, "held", &r->held) ||
+	    sl__etcd_get_u64(rec->doc, "floor", &r->floor) ||
+	    sl__etcd_get_u64(rec->doc, "usage", &r->usage) ||
+	    sl__etcd_get_u64(rec->doc, "demand", &r->demand) ||
+	    sl__etcd_get_u64(rec->doc, "exp", &exp))
+		return -EIO;
+	/* The writer's wall clock: an estimate, for tools only. */
+	r->expires_ms = (int64_t)exp - now;
+	r->state = SL_LEASE_HELD;
+	return 0;
+}
+
+static int build_view(json_t *kvs, size_t sublen, struct sl__lease_view *out)
+{
+	size_t n = json_array_size(kvs), nf = 0, nr = 0, i = 0, j = 0;
+	struct part *floors = calloc(n + 1, sizeof(*floors));
+	struct part *recs = calloc(n + 1, sizeof(*recs));
+	int64_t version = 0, now = wall_ms();
+	int rc = -ENOMEM;
+
+	out->recs = NULL;
+	out->n = 0;
+	if (!floors || !recs)
+		goto done;
+	rc = collect(kvs, sublen, floors, &nf, recs, &nr, &version);
+	if (rc)
+		goto done;
+	out->version = (uint64_t)version;
+	out->recs = calloc(nf + nr + 1, sizeof(*out->recs));
+	if (!out->recs) {
+		rc = -ENOMEM;
+		goto done;
+	}
+	/* Both lists come sorted by id (etcd sorts keys): merge them. */
+	while (rc == 0 && (i < nf || j < nr)) {
+		int cmp = i == nf ? 1 : j == nr ? -1 : strcmp(floors[i].id, recs[j].id);
+
+		if (cmp < 0)
+			rc = fill_rec(&out->recs[out->n++], NULL, &floors[i++], now);
+		else if (cmp > 0)
+			rc = fill_rec(&out->recs[out->n++], &recs[j++], NULL, now);
+		else
+			rc = fill_rec(&out->recs[out->n++], &recs[j++], &floors[i++], now);
+	}
+done:
+	for (size_t k = 0; k < n && floors && recs; k++) {
+		json_decref(floors[k].doc);
+		json_decref(recs[k].doc);
+	}
+	free(floors);
+	free(recs);
+	if (rc) {
+		free(out->recs);
+		out->recs = NULL;
+		out->n = 0;
+	}
+	return rc;
+}
+
+/*
+ * One txn of three ranges, so that the incarnation, the limits and every
+ * record are read at one revision.
+ */
+int sl__etcd_read(void *state, const char *budget, struct sl__lease_view *out)
+{
+	struct sl__etcd_store *st = state;
+	char ikey[SL__ETCD_KEY_MAX], bkey[SL__ETCD_KEY_MAX], sub[SL__ETCD_KEY_MAX];
+	char end[SL__ETCD_KEY_MAX];
+	json_t *req, *resp = NULL, *kv;
+	struct sl__etcd_hdr hdr;
+	int rc = -EIO;
+
+	if (!st || !out || !sl__lease_name_ok(budget))
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	sl__etcd_key(st, ikey, NULL, NULL, NULL);
+	sl__etcd_key(st, bkey, budget, NULL, NULL);
+	sl__etcd_key(st, sub, budget, "", NULL);
+	sl__etcd_prefix_end(end, sub);
+	req = json_pack("{s:[{s:{s:o}},{s:{s:o}},{s:{s:o,s:o}}]}", "success", "request_range",
+			"key", sl__etcd_b64s(ikey), "request_range", "key", sl__etcd_b64s(bkey),
+			"request_range", "key", sl__etcd_b64s(sub), "range_end", sl__etcd_b64s(end));
+	if (!req)
+		return -ENOMEM;
+	pthread_mutex_lock(&st->lock);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		char *inc;
+		size_t len;
+
+		json_decref(resp);
+		resp = NULL;
+		rc = sl__etcd_call(&st->conn, "/v3/kv/txn", req, &resp, &hdr);
+		if (rc)
+			break;
+		kv = sl__etcd_txn_kv(resp, 0);
+		if (!kv) {
+			/* A new store, or a wiped one: give it an incarnation. */
+			rc = create_incarnation(st);
+			if (rc)
+				break;
+			rc = -EIO;
+			continue;
+		}
+		inc = sl__etcd_unb64(json_object_get(kv, "value"), &len);
+		if (!inc || len >= sizeof(st->inc_value)) {
+			free(inc);
+			rc = -EIO;
+			break;
+		}
+		note_incarnation(st, hdr.cluster_id, inc);
+		free(inc);
+		kv = sl__etcd_txn_kv(resp, 1);
+		if (!kv) {
+			struct sl__etcd_seen *s = seen_slot(st, budget, false);
+
+			/* Gone with the store it was in, not deleted: the holders
+			 * must fall to their floors (lease.h). */
+			rc = s && s->incarnation != st->incarnation ? -ESTALE : -ENOENT;
+			break;
+		}
+		rc = sl__etcd_parse_limits(kv, &out->limits);
+		if (rc == 0)
+			rc = build_view(sl__etcd_txn_kvs(resp, 2), strlen(sub), out);
+		if (rc == 0) {
+			out->incarnation = st->incarnation;
+			seen_set(st, budget);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&st->lock);
+	json_decref(req);
+	json_decref(resp);
+	return rc;
+}
+
+/* ---- write --------------------------------------------------------------- */
+
+/* Keep @l's etcd lease alive, or grant a new one (the old one ran out). */
+static int lease_renew(struct sl__etcd_store *st, struct sl__etcd_lease *l, uint32_t ttl_s)
+{
+	json_t *req, *resp = NULL;
+	int64_t v;
+	int rc;
+
+	if (l->lease && l->ttl_s >= ttl_s) {
+		req = json_pack("{s:o}", "ID", sl__etcd_int(l->lease));
+		if (!req)
+			return -ENOMEM;
+		rc = sl__etcd_call(&st->conn, "/v3/lease/keepalive", req, &resp, NULL);
+		json_decref(req);
+		/* An expired lease answers without a TTL (0), or "not found". */
+		if (rc == 0 && (sl__etcd_get_int(json_object_get(resp, "TTL"), 0, &v) || v <= 0))
+			rc = -ENOENT;
+		json_decref(resp);
+		if (rc != -ENOENT)
+			return rc;
+		l->lease = 0;
+	}
+	req = json_pack("{s:I}", "TTL", (json_int_t)ttl_s);
+	if (!req)
+		return -ENOMEM;
+	rc = sl__etcd_call(&st->conn, "/v3/lease/grant", req, &resp, NULL);
+	json_decref(req);
+	if (rc == 0 && (sl__etcd_get_int(json_object_get(resp, "ID"), 0, &v) || v == 0))
+		rc = -EIO;
+	if (rc == 0) {
+		l->lease = v;
+		l->ttl_s = ttl_s;
+	}
+	json_decref(resp);
+	return rc;
+}
+
+static json_t *cmp_value(const char *key, const char *value, size_t len)
+{
+	return json_pack("{s:o,s:s,s:s,s:o}", "key", sl__etcd_b64s(key), "target", "VALUE",
+			 "result", "EQUAL", "value", sl__etcd_b64(value, len));
+}
+
+static json_t *cmp_rev(const char *key, const char *target, const char *field,
+		       const char *result, int64_t v)
+{
+	return json_pack("{s:o,s:s,s:s,s:o}", "key", sl__etcd_b64s(key), "target", target, "result",
+			 result, field, sl__etcd_int(v));
+}
+
+static json_t *op_put(const char *key, const char *value, int64_t lease)
+{
+	json_t *put = json_pack("{s:o,s:o}", "key", sl__etcd_b64s(key), "value",
+				sl__etcd_b64s(value));
+
+	if (put && lease && json_object_set_new(put, "lease", sl__etcd_int(lease))) {
+		json_decref(put);
+		return NULL;
+	}
+	return json_pack("{s:o}", "request_put", put);
+}
+
+static json_t *op_range(const char *key)
+{
+	return json_pack("{s:{s:o}}", "request_range", "key", sl__etcd_b64s(key));
+}
+
+struct write_keys {
+	char inc[SL__ETCD_KEY_MAX], budget[SL__ETCD_KEY_MAX], version[SL__ETCD_KEY_MAX];
+	char rec[SL__ETCD_KEY_MAX], floor[SL__ETCD_KEY_MAX];
+	char *rec_json, *floor_json;
+};
+
+static int record_json(struct write_keys *k, const struct sl__lease_rec *rec, uint32_t ttl_s)
+{
+	json_t *r = json_object(), *f = json_object();
+	int rc = -ENOMEM;
+
+	if (r && f && !sl__etcd_set_u64(r, "held", rec->held) &&
+	    !sl__etcd_set_u64(r, "floor", rec->floor) && !sl__etcd_set_u64(r, "usage", rec->usage) &&
+	    !sl__etcd_set_u64(r, "demand", rec->demand) &&
+	    !sl__etcd_set_u64(r, "exp", (uint64_t)(wall_ms() + (int64_t)ttl_s * 1000)) &&
+	    !sl__etcd_set_u64(f, "floor", rec->floor)) {
+		k->rec_json = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+		k->floor_json = json_dumps(f, JSON_COMPACT);
+		if (k->rec_json && k->floor_json)
+			rc = 0;
+	}
+	json_decref(r);
+	json_decref(f);
+	return rc;
+}
+
+/*
+ * Send one write txn: the store's incarnation and the budget must be
+ * there, plus @guard (NULL: none); on success put the record (under
+ * @lease), the floor, and the version key when @bump.  *@ok says whether
+ * the compares held; on failure *@fail holds the failure ranges' answer:
+ * [incarnation, budget, floor].
+ */
+static int write_txn(struct sl__etcd_store *st, const struct write_keys *k, json_t *guard,
+		     int64_t lease, bool bump, bool *ok, json_t **fail)
+{
+	json_t *req, *resp = NULL, *ops;
+	struct sl__etcd_hdr hdr;
+	int rc;
+
+	*fail = NULL;
+	ops = json_pack("[o,o]", op_put(k->rec, k->rec_json, lease), op_put(k->floor, k->floor_json, 0));
+	if (ops && bump && json_array_append_new(ops, op_put(k->version, "", 0))) {
+		json_decref(ops);
+		ops = NULL;
+	}
+	req = json_pack("{s:[o,o],s:o,s:[o,o,o]}", "compare",
+			cmp_value(k->inc, st->inc_value, strlen(st->inc_value)),
+			cmp_rev(k->budget, "CREATE", "create_revision", "GREATER", 0), "success", ops,
+			"failure", op_range(k->inc), op_range(k->budget), op_range(k->floor));
+	if (req && guard && json_array_append(json_object_get(req, "compare"), guard)) {
+		json_decref(req);
+		req = NULL;
+	}
+	if (!req)
+		return -ENOMEM;
+	rc = sl__etcd_call(&st->conn, "/v3/kv/txn", req, &resp, &hdr);
+	json_decref(req);
+	if (rc)
+		return rc;
+	if (hdr.cluster_id != st->cluster_id) {
+		/* Another cluster answered (restored from a backup, rebuilt):
+		 * whatever it did, the caller's view is of a store that is gone. */
+		json_decref(resp);
+		return -ESTALE;
+	}
+	*ok = json_is_true(json_object_get(resp, "succeeded"));
+	if (*ok)
+		json_decref(resp);
+	else
+		*fail = resp;
+	return 0;
+}
+
+/* Why a write's compares failed: -ESTALE, -ENOENT, or 0 (the guard). */
+static int write_failed(struct sl__etcd_store *st, json_t *fail)
+{
+	json_t *kv = sl__etcd_txn_kv(fail, 0);
+	size_t len;
+	char *inc = kv ? sl__etcd_unb64(json_object_get(kv, "value"), &len) : NULL;
+	int rc = 0;
+
+	if (!inc || strcmp(inc, st->inc_value) != 0)
+		rc = -ESTALE;
+	else if (!sl__etcd_txn_kv(fail, 1))
+		rc = -ENOENT;
+	free(inc);
+	return rc;
+}
+
+/*
+ * A write that does not grow, of a record whose lease ran out (the store
+ * counts its floor, F): the record may come back as long as it counts no
+ * more than F, guarded by the floor key's value being the one just read.
+ */
+static int rewrite_expired(struct sl__etcd_store *st, const struct write_keys *k,
+			   const struct sl__lease_rec *rec, json_t *fail, int64_t lease)
+{
+	json_t *kv = sl__etcd_txn_kv(fail, 2), *guard, *doc;
+	uint64_t stored = 0;
+	char *raw = NULL;
+	size_t len = 0;
+	bool ok = false;
+	json_t *again = NULL;
+	int rc;
+
+	if (kv) {
+		raw = sl__etcd_unb64(json_object_get(kv, "value"), &len);
+		doc = sl__etcd_kv_json(kv);
+		rc = raw && doc ? sl__etcd_get_u64(doc, "floor", &stored) : -EIO;
+		json_decref(doc);
+		if (rc) {
+			free(raw);
+			return rc;
+		}
+	}
+	if (rec->held > stored || rec->floor > stored) {
+		free(raw);
+		return -EAGAIN;
+	}
+	guard = kv ? cmp_value(k->floor, raw, len)
+		   : cmp_rev(k->floor, "CREATE", "create_revision", "EQUAL", 0);
+	free(raw);
+	if (!guard)
+		return -ENOMEM;
+	rc = write_txn(st, k, guard, lease, false, &ok, &again);
+	json_decref(guard);
+	if (rc == 0 && !ok) {
+		rc = write_failed(st, again);
+		json_decref(again);
+		return rc ? rc : -EAGAIN;
+	}
+	return rc;
+}
+
+int sl__etcd_write(void *state, const char *budget, const struct sl__lease_rec *rec,
+		   uint32_t ttl_ms, bool grows, uint64_t version, uint64_t incarnation)
+{
+	struct sl__etcd_store *st = state;
+	struct write_keys k = { .rec_json = NULL };
+	struct sl__etcd_lease *l;
+	uint32_t ttl_s = ttl_ms < 2000 ? 2 : (uint32_t)((ttl_ms + 999ull) / 1000);
+	json_t *guard = NULL, *fail = NULL;
+	bool ok = false;
+	int rc;
+
+	if (!st || !rec || !sl__lease_name_ok(budget) || !rec->id[0] ||
+	    !memchr(rec->id, '\0', sizeof(rec->id)) || strchr(rec->id, '/') || rec->floor > rec->held)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	if (!st->have_inc || incarnation != st->incarnation) {
+		rc = -ESTALE;
+		goto out;
+	}
+	sl__etcd_key(st, k.inc, NULL, NULL, NULL);
+	sl__etcd_key(st, k.budget, budget, NULL, NULL);
+	sl__etcd_key(st, k.version, budget, "version", NULL);
+	sl__etcd_key(st, k.rec, budget, "rec", rec->id);
+	sl__etcd_key(st, k.floor, budget, "floor", rec->id);
+	l = lease_slot(st, rec->id, true);
+	rc = l ? record_json(&k, rec, ttl_s) : -ENOMEM;
+	/* The keepalive goes after the caller took its send time: the store's
+	 * lease ends at least ttl after it. */
+	if (rc == 0)
+		rc = lease_renew(st, l, ttl_s);
+	if (rc)
+		goto out;
+	/* A grow: no other grow since the caller's read.  Otherwise: the
+	 * record is still live under this lease (if it ran out, the store
+	 * counts only its floor and a full record would count for more). */
+	guard = grows ? cmp_rev(k.version, "MOD", "mod_revision", "EQUAL", (int64_t)version)
+		      : cmp_rev(k.rec, "LEASE", "lease", "EQUAL", l->lease);
+	rc = guard ? write_txn(st, &k, guard, l->lease, grows, &ok, &fail) : -ENOMEM;
+	if (rc == 0 && !ok) {
+		rc = write_failed(st, fail);
+		if (rc == 0)
+			rc = grows ? -EAGAIN : rewrite_expired(st, &k, rec, fail, l->lease);
+	}
+	if (rc == 0)
+		seen_set(st, budget);
+out:
+	pthread_mutex_unlock(&st->lock);
+	json_decref(guard);
+	json_decref(fail);
+	free(k.rec_json);
+	free(k.floor_json);
+	return rc;
+}
+
+/* ---- remove, ids --------------------------------------------------------- */
+
+int sl__etcd_remove(void *state, const char *budget, const char *id)
+{
+	struct sl__etcd_store *st = state;
+	char rkey[SL__ETCD_KEY_MAX], fkey[SL__ETCD_KEY_MAX];
+	json_t *req, *resp = NULL, *r;
+	struct sl__etcd_lease *l;
+	int64_t deleted = 0, d;
+	size_t i;
+	int rc;
+
+	if (!st || !sl__lease_name_ok(budget) || !id || !*id || strchr(id, '/') ||
+	    strlen(id) >= SL_LEASE_ID_MAX)
+		return -EINVAL;
+	sl__etcd_key(st, rkey, budget, "rec", id);
+	sl__etcd_key(st, fkey, budget, "floor", id);
+	req = json_pack("{s:[{s:{s:o}},{s:{s:o}}]}", "success", "request_delete_range", "key",
+			sl__etcd_b64s(rkey), "request_delete_range", "key", sl__etcd_b64s(fkey));
+	if (!req)
+		return -ENOMEM;
+	pthread_mutex_lock(&st->lock);
+	rc = sl__etcd_call(&st->conn, "/v3/kv/txn", req, &resp, NULL);
+	json_decref(req);
+	if (rc == 0) {
+		json_array_foreach(json_object_get(resp, "responses"), i, r) {
+			r = json_object_get(r, "response_delete_range");
+			if (sl__etcd_get_int(json_object_get(r, "deleted"), 0, &d) == 0)
+				deleted += d;
+		}
+		if (deleted == 0)
+			rc = -ENOENT;
+	}
+	json_decref(resp);
+	l = lease_slot(st, id, false);
+	if (l) {
+		/* Its keys are gone; the lease would only expire later. */
+		if (l->lease && rc != -ETIMEDOUT) {
+			req = json_pack("{s:o}", "ID", sl__etcd_int(l->lease));
+			resp = NULL;
+			if (req && sl__etcd_call(&st->conn, "/v3/lease/revoke", req, &resp, NULL) == 0)
+				json_decref(resp);
+			json_decref(req);
+		}
+		lease_drop(st, l);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+}
+
+int sl__etcd_make_id(void *state, char id[SL_LEASE_ID_MAX])
+{
+	struct sl__etcd_store *st = state;
+	uint64_t n;
+
+	if (!st || !id)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	n = ++st->ids;
+	pthread_mutex_unlock(&st->lock);
+	/* node:pid:n — unique per join in this process, and across processes
+	 * of a node by the pid (node names are the operator's to keep apart). */
+	snprintf(id, SL_LEASE_ID_MAX, "%.60s:%ld:%llu", st->node, (long)getpid(),
+		 (unsigned long long)n);
+	return 0;
+}
