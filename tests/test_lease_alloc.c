@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lease allocator (lib/lease/alloc.h): max-min fair shares with a floor
+ * each, and a participant's demand from what its host reports.
+ *
+ * Besides worked examples, the shares are compared, on random small inputs,
+ * with a trivially correct model (progressive filling one unit at a time:
+ * the unit goes to the lowest share that still wants more, the first in
+ * order on a tie), and checked on random inputs of every size, up to
+ * UINT64_MAX, against the definition: the sum fits, everyone has its floor
+ * or a fair part, every demand is met when all fit, and no one below its
+ * demand could gain without taking from someone no richer than itself.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "helpers.h"
+
+#define MAXN 64
+
+typedef unsigned __int128 u128;
+
+/* Check logs every ck_assert it passes (a write per call): the random
+ * rounds check thousands of facts each, so they call it only on failure. */
+#define REQUIRE(cond, ...)                                                                         \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			ck_abort_msg(__VA_ARGS__);                                                 \
+	} while (0)
+
+/* helpers.h's PRNG: a fixed seed gives the same cases on every run. */
+static uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+	return n ? rng_next(s) % n : 0;
+}
+
+static uint64_t max_u(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static u128 floors_sum(size_t n, const struct sl__lease_alloc_in *in)
+{
+	u128 sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += in[i].floor;
+	return sum;
+}
+
+/* The bounds the definition fills between: see alloc.h. */
+static void bounds(uint64_t budget, size_t n, const struct sl__lease_alloc_in *in, uint64_t *lo,
+		   uint64_t *hi)
+{
+	int floors_fit = floors_sum(n, in) <= budget;
+
+	for (size_t i = 0; i < n; i++) {
+		lo[i] = floors_fit ? in[i].floor : 0;
+		hi[i] = floors_fit ? max_u(in[i].floor, in[i].demand) : in[i].floor;
+	}
+}
+
+static void model(uint64_t budget, size_t n, const struct sl__lease_alloc_in *in, uint64_t *out)
+{
+	uint64_t lo[MAXN], hi[MAXN], left = budget;
+
+	bounds(budget, n, in, lo, hi);
+	for (size_t i = 0; i < n; i++) {
+		out[i] = lo[i];
+		left -= lo[i];
+	}
+	while (left) {
+		size_t best = n;
+
+		for (size_t i = 0; i < n; i++)
+			if (out[i] < hi[i] && (best == n || out[i] < out[best]))
+				best = i;
+		if (best == n)
+			break;
+		out[best]++;
+		left--;
+	}
+	/* Every want met: the rest one unit at a time, round the table. */
+	for (size_t i = 0; left && floors_sum(n, in) <= budget; i = (i + 1) % n, left--)
+		out[i]++;
+}
+
+static void check_definition(uint64_t budget, size_t n, const struct sl__lease_alloc_in *in,
+			     const uint64_t *out)
+{
+	uint64_t lo[MAXN], hi[MAXN], fair = budget / n;
+	u128 sum = 0, want = 0;
+
+	bounds(budget, n, in, lo, hi);
+	for (size_t i = 0; i < n; i++) {
+		sum += out[i];
+		want += max_u(in[i].floor, in[i].demand);
+		REQUIRE(out[i] >= (in[i].floor < fair ? in[i].floor : fair) && out[i] >= lo[i],
+			"share %zu=%llu below its floor or a fair part", i, (unsigned long long)out[i]);
+	}
+	REQUIRE(sum <= budget, "the shares pass the budget");
+	REQUIRE(floors_sum(n, in) > budget || sum == budget, "the shares leave room unused");
+	if (want <= budget) {
+		for (size_t i = 0; i < n; i++)
+			REQUIRE(out[i] >= max_u(in[i].floor, in[i].demand),
+				"all demands fit, yet share %zu is short", i);
+	}
+	/* Max-min: whoever is below its want has, give or take the one unit
+	 * of rounding, at least what anyone above its own floor has. */
+	for (size_t i = 0; i < n; i++) {
+		if (out[i] >= hi[i])
+			continue;
+		for (size_t j = 0; j < n; j++)
+			REQUIRE(out[j] <= lo[j] || out[j] - 1 <= out[i],
+				      "share %zu=%llu below its want while %zu=%llu is above its floor",
+				      i, (unsigned long long)out[i], j, (unsigned long long)out[j]);
+	}
+}
+
+static uint64_t *alloc_twice(uint64_t budget, size_t n, const struct sl__lease_alloc_in *in,
+			     uint64_t *out)
+{
+	uint64_t again[MAXN];
+
+	sl__lease_alloc_maxmin(budget, n, in, out);
+	sl__lease_alloc_maxmin(budget, n, in, again);
+	REQUIRE(memcmp(out, again, n * sizeof(*out)) == 0, "two runs on one input differ");
+	return out;
+}
+
+START_TEST(maxmin_meets_small_demands_and_shares_the_rest_equally)
+{
+	struct sl__lease_alloc_in in[3] = { { .demand = 10 }, { .demand = 50 }, { .demand = 80 } };
+	uint64_t out[3];
+
+	alloc_twice(100, 3, in, out);
+	ck_assert_uint_eq(out[0], 10);
+	ck_assert_uint_eq(out[1], 45);
+	ck_assert_uint_eq(out[2], 45);
+	/* An odd unit goes to the first of those that want more. */
+	alloc_twice(101, 3, in, out);
+	ck_assert_uint_eq(out[0], 10);
+	ck_assert_uint_eq(out[1], 46);
+	ck_assert_uint_eq(out[2], 45);
+}
+END_TEST
+
+START_TEST(maxmin_spreads_room_nobody_asks_for_over_everyone)
+{
+	struct sl__lease_alloc_in in[4] = { { .demand = 10 }, { .demand = 0 }, { .demand = 30, .floor = 5 },
+					    { .demand = 0, .floor = 20 } };
+	uint64_t out[4];
+
+	/* Wants 10, 0, 30, 20: 60 of 103; 43 left, 10 each and 3 over. */
+	alloc_twice(103, 4, in, out);
+	ck_assert_uint_eq(out[0], 21);
+	ck_assert_uint_eq(out[1], 11);
+	ck_assert_uint_eq(out[2], 41);
+	ck_assert_uint_eq(out[3], 30);
+}
+END_TEST
+
+START_TEST(maxmin_gives_floors_first)
+{
+	struct sl__lease_alloc_in in[3] = { { .floor = 30 }, { .floor = 30 }, { .demand = 100, .floor = 30 } };
+	uint64_t out[3];
+
+	alloc_twice(100, 3, in, out);
+	ck_assert_uint_eq(out[0], 30);
+	ck_assert_uint_eq(out[1], 30);
+	ck_assert_uint_eq(out[2], 40);
+}
+END_TEST
+
+START_TEST(maxmin_shares_floors_that_do_not_fit_and_nothing_else)
+{
+	struct sl__lease_alloc_in in[3] = { { .floor = 10, .demand = 90 }, { .floor = 50 }, { .floor = 50 } };
+	uint64_t out[3];
+
+	alloc_twice(90, 3, in, out);
+	ck_assert_uint_eq(out[0], 10);
+	ck_assert_uint_eq(out[1], 40);
+	ck_assert_uint_eq(out[2], 40);
+}
+END_TEST
+
+START_TEST(maxmin_ignores_empty_and_null_input)
+{
+	struct sl__lease_alloc_in in[1] = { { .demand = 5 } };
+	uint64_t out[1] = { 77 };
+
+	sl__lease_alloc_maxmin(100, 0, in, out);
+	ck_assert_uint_eq(out[0], 77);
+	sl__lease_alloc_maxmin(100, 1, NULL, out);
+	ck_assert_uint_eq(out[0], 77);
+	sl__lease_alloc_maxmin(100, 1, in, NULL);
+	alloc_twice(0, 1, in, out);
+	ck_assert_uint_eq(out[0], 0);
+}
+END_TEST
+
+START_TEST(maxmin_neither_overflows_nor_passes_the_budget_at_uint64_max)
+{
+	struct sl__lease_alloc_in in[MAXN];
+	uint64_t out[MAXN];
+	const uint64_t budgets[] = { 0, 1, 1000, UINT64_MAX / 2, UINT64_MAX - 1, UINT64_MAX };
+
+	for (size_t b = 0; b < sizeof(budgets) / sizeof(budgets[0]); b++) {
+		for (size_t i = 0; i < MAXN; i++)
+			in[i] = (struct sl__lease_alloc_in){ .demand = UINT64_MAX, .floor = UINT64_MAX };
+		check_definition(budgets[b], MAXN, in, alloc_twice(budgets[b], MAXN, in, out));
+		for (size_t i = 0; i < MAXN; i++)
+			in[i] = (struct sl__lease_alloc_in){ .demand = UINT64_MAX - i, .floor = i };
+		check_definition(budgets[b], MAXN, in, alloc_twice(budgets[b], MAXN, in, out));
+		for (size_t i = 0; i < MAXN; i++)
+			in[i] = (struct sl__lease_alloc_in){ .demand = i % 2 ? UINT64_MAX : 0 };
+		check_definition(budgets[b], MAXN, in, alloc_twice(budgets[b], MAXN, in, out));
+	}
+}
+END_TEST
+
+START_TEST(maxmin_matches_unit_by_unit_filling_on_random_small_input)
+{
+	uint64_t seed = 25;
+
+	for (int round = 0; round < 3000; round++) {
+		struct sl__lease_alloc_in in[16];
+		uint64_t out[16], want[16];
+		size_t n = 1 + rng_below(&seed, 16);
+		uint64_t budget = rng_below(&seed, 1500);
+		uint64_t scale = 1 + rng_below(&seed, 400);
+
+		for (size_t i = 0; i < n; i++) {
+			in[i].demand = rng_below(&seed, 4) ? rng_below(&seed, scale) : 0;
+			in[i].floor = rng_below(&seed, 3) ? 0 : rng_below(&seed, scale / 4 + 1);
+			in[i].gain = rng_next(&seed);
+		}
+		alloc_twice(budget, n, in, out);
+		model(budget, n, in, want);
+		for (size_t i = 0; i < n; i++)
+			REQUIRE(out[i] == want[i], "round %d: share %zu is %llu, model says %llu",
+				      round, i, (unsigned long long)out[i], (unsigned long long)want[i]);
+		check_definition(budget, n, in, out);
+	}
+}
+END_TEST
+
+START_TEST(maxmin_keeps_its_definition_on_random_input_of_every_size)
+{
+	uint64_t seed = 26;
+
+	for (int round = 0; round < 20000; round++) {
+		struct sl__lease_alloc_in in[MAXN];
+		uint64_t out[MAXN];
+		size_t n = 1 + rng_below(&seed, MAXN);
+		int bits = (int)rng_below(&seed, 65);
+		uint64_t top = bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits);
+		uint64_t budget = rng_below(&seed, 2) ? rng_next(&seed) : rng_below(&seed, top);
+
+		for (size_t i = 0; i < n; i++) {
+			in[i].demand = rng_below(&seed, top);
+			in[i].floor = rng_below(&seed, 4) ? rng_below(&seed, top / n + 1) : 0;
+			in[i].gain = 0;
+		}
+		check_definition(budget, n, in, alloc_twice(budget, n, in, out));
+	}
+}
+END_TEST
+
+START_TEST(demand_of_idle_memory_gives_back_an_eighth_not_below_the_floor)
+{
+	/* idle 40 s against a 30 s limit: usage less an eighth */
+	ck_assert_uint_eq(sl__lease_demand(1000, 800, 0, 5000, 40000, 30000, 0, 0), 700);
+	ck_assert_uint_eq(sl__lease_demand(1000, 800, 750, 5000, 40000, 30000, 0, 0), 750);
+	/* idleness wins over evictions: the tail is cold whatever was evicted */
+	ck_assert_uint_eq(sl__lease_demand(1000, 800, 0, 5000, 40000, 30000, 9, 9), 700);
+	/* exactly the limit is not idle yet; unknown is never idle */
+	ck_assert_uint_eq(sl__lease_demand(1000, 800, 0, 5000, 30000, 30000, 0, 0), 850);
+	ck_assert_uint_eq(sl__lease_demand(1000, 800, 0, 5000, UINT64_MAX, 30000, 0, 0), 850);
+}
+END_TEST
+
+START_TEST(demand_under_pressure_asks_a_quarter_more_or_what_it_lost)
+{
+	ck_assert_uint_eq(sl__lease_demand(1000, 1000, 0, 5000, 10, 30000, 1, 0), 1250);
+	ck_assert_uint_eq(sl__lease_demand(1000, 1000, 0, 5000, 10, 30000, 0, 3), 1250);
+	ck_assert_uint_eq(sl__lease_demand(1000, 1000, 0, 5000, 10, 30000, 300, 200), 1500);
+	/* capped at the budget's max, saturating on the way */
+	ck_assert_uint_eq(sl__lease_demand(1000, 1000, 0, 1100, 10, 30000, 300, 200), 1100);
+	ck_assert_uint_eq(sl__lease_demand(UINT64_MAX - 5, 0, 0, UINT64_MAX, 10, 30000, UINT64_MAX,
+					   UINT64_MAX),
+			  UINT64_MAX);
+}
+END_TEST
+
+START_TEST(demand_otherwise_is_usage_with_a_little_headroom)
+{
+	ck_assert_uint_eq(sl__lease_demand(1000, 800, 0, 5000, 10, 30000, 0, 0), 850);
+	ck_assert_uint_eq(sl__lease_demand(1000, 800, 900, 5000, 10, 30000, 0, 0), 900);
+	ck_assert_uint_eq(sl__lease_demand(1000, 0, 0, 5000, 10, 30000, 0, 0), 0);
+	ck_assert_uint_eq(sl__lease_demand(0, UINT64_MAX, 0, UINT64_MAX, 10, 30000, 0, 0), UINT64_MAX);
+	ck_assert_uint_eq(sl__lease_demand(0, 5000, 0, 4000, 10, 30000, 0, 0), 4000);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("lease_alloc");
+	TCase *tc = tcase_create("lease_alloc");
+
+	tcase_add_test(tc, maxmin_meets_small_demands_and_shares_the_rest_equally);
+	tcase_add_test(tc, maxmin_spreads_room_nobody_asks_for_over_everyone);
+	tcase_add_test(tc, maxmin_gives_floors_first);
+	tcase_add_test(tc, maxmin_shares_floors_that_do_not_fit_and_nothing_else);
+	tcase_add_test(tc, maxmin_ignores_empty_and_null_input);
+	tcase_add_test(tc, maxmin_neither_overflows_nor_passes_the_budget_at_uint64_max);
+	tcase_add_test(tc, maxmin_matches_unit_by_unit_filling_on_random_small_input);
+	tcase_add_test(tc, maxmin_keeps_its_definition_on_random_input_of_every_size);
+	tcase_add_test(tc, demand_of_idle_memory_gives_back_an_eighth_not_below_the_floor);
+	tcase_add_test(tc, demand_under_pressure_asks_a_quarter_more_or_what_it_lost);
+	tcase_add_test(tc, demand_otherwise_is_usage_with_a_little_headroom);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}
