@@ -26,12 +26,6 @@ struct sl__etcd_lease {
 	uint32_t ttl_s;
 };
 
-/* The incarnation this handle last saw with a budget (read's -ESTALE). */
-struct sl__etcd_seen {
-	char name[SL_LEASE_NAME_MAX];
-	uint64_t incarnation;
-};
-
 struct sl__etcd_store {
 	pthread_mutex_t lock; /* one request at a time on the connection */
 	struct sl__etcd_conn conn;
@@ -48,8 +42,6 @@ struct sl__etcd_store {
 
 	struct sl__etcd_lease *leases;
 	size_t n_leases, cap_leases;
-	struct sl__etcd_seen *seen;
-	size_t n_seen, cap_seen;
 };
 
 /*

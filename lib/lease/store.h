@@ -65,7 +65,9 @@ struct sl__lease_store_ops {
 	int (*budget_delete)(void *state, const char *name);
 	int (*budget_list)(void *state, char (*names)[SL_LEASE_NAME_MAX], size_t cap, size_t *count);
 
-	/* The budget and every record, at one instant.  -ENOENT: no such budget. */
+	/* The budget and every record, at one instant.  -ENOENT: no such budget;
+	 * out->incarnation is still set (0: unknown), so that a budget gone
+	 * with a wiped store is told from a deleted one. */
 	int (*read)(void *state, const char *budget, struct sl__lease_view *out);
 
 	/*

@@ -90,7 +90,7 @@ static int create_incarnation(struct sl__etcd_store *st)
 	return 0;
 }
 
-/* ---- small tables: leases by participant, incarnations by budget --------- */
+/* ---- the etcd leases of this process's participants ---------------------- */
 
 static void *grow_array(void *p, size_t *cap, size_t n, size_t size)
 {
@@ -130,41 +130,11 @@ static void lease_drop(struct sl__etcd_store *st, struct sl__etcd_lease *l)
 	*l = st->leases[--st->n_leases];
 }
 
-static struct sl__etcd_seen *seen_slot(struct sl__etcd_store *st, const char *name, bool create)
-{
-	struct sl__etcd_seen *s;
-
-	for (size_t i = 0; i < st->n_seen; i++) {
-		if (strcmp(st->seen[i].name, name) == 0)
-			return &st->seen[i];
-	}
-	if (!create)
-		return NULL;
-	s = grow_array(st->seen, &st->cap_seen, st->n_seen, sizeof(*s));
-	if (!s)
-		return NULL;
-	st->seen = s;
-	s = &st->seen[st->n_seen++];
-	snprintf(s->name, sizeof(s->name), "%s", name);
-	return s;
-}
-
-static void seen_set(struct sl__etcd_store *st, const char *name)
-{
-	struct sl__etcd_seen *s = seen_slot(st, name, true);
-
-	/* Without memory to remember it, a wipe reads as a deleted budget. */
-	if (s)
-		s->incarnation = st->incarnation;
-}
-
 void sl__etcd_store_free_rec_state(struct sl__etcd_store *st)
 {
 	free(st->leases);
-	free(st->seen);
 	st->leases = NULL;
-	st->seen = NULL;
-	st->n_leases = st->cap_leases = st->n_seen = st->cap_seen = 0;
+	st->n_leases = st->cap_leases = 0;
 }
 
 static int64_t wall_ms(void)
@@ -349,21 +319,16 @@ int sl__etcd_read(void *state, const char *budget, struct sl__lease_view *out)
 		note_incarnation(st, hdr.cluster_id, inc);
 		free(inc);
 		kv = sl__etcd_txn_kv(resp, 1);
+		out->incarnation = st->incarnation;
 		if (!kv) {
-			struct sl__etcd_seen *s = seen_slot(st, budget, false);
-
-			/* Gone with the store it was in, not deleted: the holders
-			 * must fall to their floors (lease.h). */
-			rc = s && s->incarnation != st->incarnation ? -ESTALE : -ENOENT;
+			/* With the incarnation, so that a budget gone with a wiped
+			 * store is told from a deleted one (its holders fence). */
+			rc = -ENOENT;
 			break;
 		}
 		rc = sl__etcd_parse_limits(kv, &out->limits);
 		if (rc == 0)
 			rc = build_view(sl__etcd_txn_kvs(resp, 2), strlen(sub), out);
-		if (rc == 0) {
-			out->incarnation = st->incarnation;
-			seen_set(st, budget);
-		}
 		break;
 	}
 	pthread_mutex_unlock(&st->lock);
@@ -618,8 +583,6 @@ int sl__etcd_write(void *state, const char *budget, const struct sl__lease_rec *
 		if (rc == 0)
 			rc = grows ? -EAGAIN : rewrite_expired(st, &k, rec, fail, l->lease);
 	}
-	if (rc == 0)
-		seen_set(st, budget);
 out:
 	pthread_mutex_unlock(&st->lock);
 	json_decref(guard);

@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: MIT
+#
+# The etcd:// store (lib/lease/store_etcd*.c), tested only against real
+# etcd that the tests start on loopback (tests/etcd_cluster.py): label etcd.
+# Without etcd installed they exit 77 (skipped) and say why; scripts/test
+# installs etcd-server and etcd-client.  Included by tests/CMakeLists.txt.
+if(NOT (TARGET softlimit_lease_internal AND SL_HAVE_ETCD AND SL_PYTHON3))
+  return()
+endif()
+
+add_executable(test_etcd_store test_etcd_store.c)
+target_compile_definitions(test_etcd_store PRIVATE SL_HAVE_ETCD)
+target_link_libraries(test_etcd_store PRIVATE softlimit_lease_internal PkgConfig::CHECK Threads::Threads)
+add_test(NAME etcd_store
+         COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 1 --
+                 $<TARGET_FILE:test_etcd_store>)
+set_tests_properties(etcd_store PROPERTIES
+    LABELS "etcd" TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "CK_DEFAULT_TIMEOUT=120")
