@@ -39,6 +39,7 @@ struct sl__etcd_store {
 	uint64_t cluster_id;
 	uint64_t incarnation;
 	char inc_value[40];
+	uint32_t max_ttl_s; /* the longest etcd lease this handle asked for */
 
 	struct sl__etcd_lease *leases;
 	size_t n_leases, cap_leases;

@@ -48,13 +48,22 @@ static int note_incarnation(struct sl__etcd_store *st, uint64_t cluster_id, cons
 	return changed ? -ESTALE : 0;
 }
 
-/* Create PREFIX/incarnation unless another node did first; either way note it. */
+/*
+ * Create PREFIX/incarnation unless another node did first; either way note
+ * it.  A handle that held leases in the store before (max_ttl_s) is seeing
+ * it come back empty: its peers may still trust shares the old store
+ * granted, until their own views end (at most a ttl after their last
+ * renewal, which was before the old store went).  So it also puts
+ * PREFIX/fresh under an etcd lease of that ttl: no grow succeeds while the
+ * key is there (sl__etcd_write).
+ */
 static int create_incarnation(struct sl__etcd_store *st)
 {
-	char key[SL__ETCD_KEY_MAX], value[40];
+	char key[SL__ETCD_KEY_MAX], fresh[SL__ETCD_KEY_MAX], value[40];
 	uint64_t r[2];
-	json_t *req, *resp = NULL, *kv;
+	json_t *req, *resp = NULL, *kv, *put;
 	struct sl__etcd_hdr hdr;
+	int64_t quarantine = 0;
 	char *v;
 	size_t len;
 	int rc;
@@ -64,11 +73,31 @@ static int create_incarnation(struct sl__etcd_store *st)
 	snprintf(value, sizeof(value), "%016llx%016llx", (unsigned long long)r[0],
 		 (unsigned long long)r[1]);
 	sl__etcd_key(st, key, NULL, NULL, NULL);
+	snprintf(fresh, sizeof(fresh), "%s/fresh", st->prefix);
+	if (st->max_ttl_s) {
+		req = json_pack("{s:I}", "TTL", (json_int_t)st->max_ttl_s + 1);
+		rc = req ? sl__etcd_call(&st->conn, "/v3/lease/grant", req, &resp, NULL) : -ENOMEM;
+		json_decref(req);
+		if (rc == 0 && sl__etcd_get_int(json_object_get(resp, "ID"), 0, &quarantine))
+			rc = -EIO;
+		json_decref(resp);
+		resp = NULL;
+		if (rc)
+			return rc;
+	}
 	req = json_pack("{s:[{s:o,s:s,s:s,s:o}],s:[{s:{s:o,s:o}}],s:[{s:{s:o}}]}", "compare",
 			"key", sl__etcd_b64s(key), "target", "CREATE", "result", "EQUAL",
 			"create_revision", sl__etcd_int(0), "success", "request_put", "key",
 			sl__etcd_b64s(key), "value", sl__etcd_b64s(value), "failure",
 			"request_range", "key", sl__etcd_b64s(key));
+	if (req && quarantine) {
+		put = json_pack("{s:{s:o,s:o,s:o}}", "request_put", "key", sl__etcd_b64s(fresh),
+				"value", sl__etcd_b64s(""), "lease", sl__etcd_int(quarantine));
+		if (!put || json_array_append_new(json_object_get(req, "success"), put)) {
+			json_decref(req);
+			req = NULL;
+		}
+	}
 	if (!req)
 		return -ENOMEM;
 	rc = sl__etcd_call(&st->conn, "/v3/kv/txn", req, &resp, &hdr);
@@ -407,7 +436,7 @@ static json_t *op_range(const char *key)
 
 struct write_keys {
 	char inc[SL__ETCD_KEY_MAX], budget[SL__ETCD_KEY_MAX], version[SL__ETCD_KEY_MAX];
-	char rec[SL__ETCD_KEY_MAX], floor[SL__ETCD_KEY_MAX];
+	char rec[SL__ETCD_KEY_MAX], floor[SL__ETCD_KEY_MAX], fresh[SL__ETCD_KEY_MAX];
 	char *rec_json, *floor_json;
 };
 
@@ -456,6 +485,13 @@ static int write_txn(struct sl__etcd_store *st, const struct write_keys *k, json
 			cmp_rev(k->budget, "CREATE", "create_revision", "GREATER", 0), "success", ops,
 			"failure", op_range(k->inc), op_range(k->budget), op_range(k->floor));
 	if (req && guard && json_array_append(json_object_get(req, "compare"), guard)) {
+		json_decref(req);
+		req = NULL;
+	}
+	/* No grow while a wiped store's quarantine runs (create_incarnation). */
+	if (req && bump &&
+	    json_array_append_new(json_object_get(req, "compare"),
+				  cmp_rev(k->fresh, "CREATE", "create_revision", "EQUAL", 0))) {
 		json_decref(req);
 		req = NULL;
 	}
@@ -564,6 +600,9 @@ int sl__etcd_write(void *state, const char *budget, const struct sl__lease_rec *
 	sl__etcd_key(st, k.version, budget, "version", NULL);
 	sl__etcd_key(st, k.rec, budget, "rec", rec->id);
 	sl__etcd_key(st, k.floor, budget, "floor", rec->id);
+	snprintf(k.fresh, sizeof(k.fresh), "%s/fresh", st->prefix);
+	if (ttl_s > st->max_ttl_s)
+		st->max_ttl_s = ttl_s;
 	l = lease_slot(st, rec->id, true);
 	rc = l ? record_json(&k, rec, ttl_s) : -ENOMEM;
 	/* The keepalive goes after the caller took its send time: the store's
