@@ -24,6 +24,7 @@ struct sl__etcd_lease {
 	char id[SL_LEASE_ID_MAX];
 	int64_t lease; /* etcd's lease id; 0: none granted yet */
 	uint32_t ttl_s;
+	uint64_t incarnation; /* of the store it last wrote to; 0: none yet */
 };
 
 struct sl__etcd_store {
@@ -39,7 +40,6 @@ struct sl__etcd_store {
 	uint64_t cluster_id;
 	uint64_t incarnation;
 	char inc_value[40];
-	uint32_t max_ttl_s; /* the longest etcd lease this handle asked for */
 
 	struct sl__etcd_lease *leases;
 	size_t n_leases, cap_leases;

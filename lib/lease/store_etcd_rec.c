@@ -48,22 +48,13 @@ static int note_incarnation(struct sl__etcd_store *st, uint64_t cluster_id, cons
 	return changed ? -ESTALE : 0;
 }
 
-/*
- * Create PREFIX/incarnation unless another node did first; either way note
- * it.  A handle that held leases in the store before (max_ttl_s) is seeing
- * it come back empty: its peers may still trust shares the old store
- * granted, until their own views end (at most a ttl after their last
- * renewal, which was before the old store went).  So it also puts
- * PREFIX/fresh under an etcd lease of that ttl: no grow succeeds while the
- * key is there (sl__etcd_write).
- */
+/* Create PREFIX/incarnation unless another node did first; either way note it. */
 static int create_incarnation(struct sl__etcd_store *st)
 {
-	char key[SL__ETCD_KEY_MAX], fresh[SL__ETCD_KEY_MAX], value[40];
+	char key[SL__ETCD_KEY_MAX], value[40];
 	uint64_t r[2];
-	json_t *req, *resp = NULL, *kv, *put;
+	json_t *req, *resp = NULL, *kv;
 	struct sl__etcd_hdr hdr;
-	int64_t quarantine = 0;
 	char *v;
 	size_t len;
 	int rc;
@@ -73,31 +64,11 @@ static int create_incarnation(struct sl__etcd_store *st)
 	snprintf(value, sizeof(value), "%016llx%016llx", (unsigned long long)r[0],
 		 (unsigned long long)r[1]);
 	sl__etcd_key(st, key, NULL, NULL, NULL);
-	snprintf(fresh, sizeof(fresh), "%s/fresh", st->prefix);
-	if (st->max_ttl_s) {
-		req = json_pack("{s:I}", "TTL", (json_int_t)st->max_ttl_s + 1);
-		rc = req ? sl__etcd_call(&st->conn, "/v3/lease/grant", req, &resp, NULL) : -ENOMEM;
-		json_decref(req);
-		if (rc == 0 && sl__etcd_get_int(json_object_get(resp, "ID"), 0, &quarantine))
-			rc = -EIO;
-		json_decref(resp);
-		resp = NULL;
-		if (rc)
-			return rc;
-	}
 	req = json_pack("{s:[{s:o,s:s,s:s,s:o}],s:[{s:{s:o,s:o}}],s:[{s:{s:o}}]}", "compare",
 			"key", sl__etcd_b64s(key), "target", "CREATE", "result", "EQUAL",
 			"create_revision", sl__etcd_int(0), "success", "request_put", "key",
 			sl__etcd_b64s(key), "value", sl__etcd_b64s(value), "failure",
 			"request_range", "key", sl__etcd_b64s(key));
-	if (req && quarantine) {
-		put = json_pack("{s:{s:o,s:o,s:o}}", "request_put", "key", sl__etcd_b64s(fresh),
-				"value", sl__etcd_b64s(""), "lease", sl__etcd_int(quarantine));
-		if (!put || json_array_append_new(json_object_get(req, "success"), put)) {
-			json_decref(req);
-			req = NULL;
-		}
-	}
 	if (!req)
 		return -ENOMEM;
 	rc = sl__etcd_call(&st->conn, "/v3/kv/txn", req, &resp, &hdr);
@@ -462,13 +433,14 @@ static int record_json(struct write_keys *k, const struct sl__lease_rec *rec, ui
 
 /*
  * Send one write txn: the store's incarnation and the budget must be
- * there, plus @guard (NULL: none); on success put the record (under
- * @lease), the floor, and the version key when @bump.  *@ok says whether
- * the compares held; on failure *@fail holds the failure ranges' answer:
- * [incarnation, budget, floor].
+ * there, plus the compares in @guards (an array); on success put the
+ * record (under @lease), the floor, the version key when @bump, and @extra
+ * (an array of ops, or NULL).  *@ok says whether the compares held; on
+ * failure *@fail holds the failure ranges' answer: [incarnation, budget,
+ * floor].
  */
-static int write_txn(struct sl__etcd_store *st, const struct write_keys *k, json_t *guard,
-		     int64_t lease, bool bump, bool *ok, json_t **fail)
+static int write_txn(struct sl__etcd_store *st, const struct write_keys *k, json_t *guards,
+		     json_t *extra, int64_t lease, bool bump, bool *ok, json_t **fail)
 {
 	json_t *req, *resp = NULL, *ops;
 	struct sl__etcd_hdr hdr;
@@ -476,7 +448,8 @@ static int write_txn(struct sl__etcd_store *st, const struct write_keys *k, json
 
 	*fail = NULL;
 	ops = json_pack("[o,o]", op_put(k->rec, k->rec_json, lease), op_put(k->floor, k->floor_json, 0));
-	if (ops && bump && json_array_append_new(ops, op_put(k->version, "", 0))) {
+	if (ops && ((bump && json_array_append_new(ops, op_put(k->version, "", 0))) ||
+		    (extra && json_array_extend(ops, extra)))) {
 		json_decref(ops);
 		ops = NULL;
 	}
@@ -484,14 +457,7 @@ static int write_txn(struct sl__etcd_store *st, const struct write_keys *k, json
 			cmp_value(k->inc, st->inc_value, strlen(st->inc_value)),
 			cmp_rev(k->budget, "CREATE", "create_revision", "GREATER", 0), "success", ops,
 			"failure", op_range(k->inc), op_range(k->budget), op_range(k->floor));
-	if (req && guard && json_array_append(json_object_get(req, "compare"), guard)) {
-		json_decref(req);
-		req = NULL;
-	}
-	/* No grow while a wiped store's quarantine runs (create_incarnation). */
-	if (req && bump &&
-	    json_array_append_new(json_object_get(req, "compare"),
-				  cmp_rev(k->fresh, "CREATE", "create_revision", "EQUAL", 0))) {
+	if (req && json_array_extend(json_object_get(req, "compare"), guards)) {
 		json_decref(req);
 		req = NULL;
 	}
@@ -561,12 +527,12 @@ static int rewrite_expired(struct sl__etcd_store *st, const struct write_keys *k
 		free(raw);
 		return -EAGAIN;
 	}
-	guard = kv ? cmp_value(k->floor, raw, len)
-		   : cmp_rev(k->floor, "CREATE", "create_revision", "EQUAL", 0);
+	guard = json_pack("[o]", kv ? cmp_value(k->floor, raw, len)
+				    : cmp_rev(k->floor, "CREATE", "create_revision", "EQUAL", 0));
 	free(raw);
 	if (!guard)
 		return -ENOMEM;
-	rc = write_txn(st, k, guard, lease, false, &ok, &again);
+	rc = write_txn(st, k, guard, NULL, lease, false, &ok, &again);
 	json_decref(guard);
 	if (rc == 0 && !ok) {
 		rc = write_failed(st, again);
@@ -576,6 +542,63 @@ static int rewrite_expired(struct sl__etcd_store *st, const struct write_keys *k
 	return rc;
 }
 
+/*
+ * A store that came back empty (wiped) has lost the floors its old holders
+ * fell to: they still hold that memory, and nothing in the new store
+ * counts it until each holder registers again.  So the first of them to
+ * register puts budgets/NAME/fresh under an etcd lease of three ttls, and
+ * while it is there registrations go through but no record grows: the old
+ * holders, which all read the new incarnation within a period or two of
+ * each other, are counted before anyone takes more.  (A holder that cannot
+ * register within the quarantine, stalled or cut off, is not protected.)
+ */
+static int quarantine(struct sl__etcd_store *st, const struct write_keys *k, uint32_t ttl_s,
+		      json_t **extra)
+{
+	json_t *req, *resp = NULL;
+	int64_t id = 0;
+	int rc;
+
+	req = json_pack("{s:I}", "TTL", (json_int_t)ttl_s * 3);
+	if (!req)
+		return -ENOMEM;
+	rc = sl__etcd_call(&st->conn, "/v3/lease/grant", req, &resp, NULL);
+	json_decref(req);
+	if (rc == 0 && (sl__etcd_get_int(json_object_get(resp, "ID"), 0, &id) || id == 0))
+		rc = -EIO;
+	json_decref(resp);
+	if (rc == 0) {
+		*extra = json_pack("[o]", op_put(k->fresh, "", id));
+		if (!*extra)
+			rc = -ENOMEM;
+	}
+	return rc;
+}
+
+/*
+ * The compares of a write beyond the incarnation and the budget.  A grow:
+ * no other grow since the caller's read (the version), and no quarantine
+ * unless it is this participant's first record in this incarnation (a
+ * registration).  Otherwise: the record is still live under this lease (if
+ * it ran out, the store counts only its floor and a full record would count
+ * for more).
+ */
+static json_t *write_guards(const struct write_keys *k, const struct sl__etcd_lease *l, bool grows,
+			    uint64_t version, uint64_t incarnation)
+{
+	json_t *g;
+
+	if (!grows)
+		return json_pack("[o]", cmp_rev(k->rec, "LEASE", "lease", "EQUAL", l->lease));
+	g = json_pack("[o]", cmp_rev(k->version, "MOD", "mod_revision", "EQUAL", (int64_t)version));
+	if (g && l->incarnation == incarnation &&
+	    json_array_append_new(g, cmp_rev(k->fresh, "CREATE", "create_revision", "EQUAL", 0))) {
+		json_decref(g);
+		g = NULL;
+	}
+	return g;
+}
+
 int sl__etcd_write(void *state, const char *budget, const struct sl__lease_rec *rec,
 		   uint32_t ttl_ms, bool grows, uint64_t version, uint64_t incarnation)
 {
@@ -583,7 +606,7 @@ int sl__etcd_write(void *state, const char *budget, const struct sl__lease_rec *
 	struct write_keys k = { .rec_json = NULL };
 	struct sl__etcd_lease *l;
 	uint32_t ttl_s = ttl_ms < 2000 ? 2 : (uint32_t)((ttl_ms + 999ull) / 1000);
-	json_t *guard = NULL, *fail = NULL;
+	json_t *guard = NULL, *fail = NULL, *extra = NULL;
 	bool ok = false;
 	int rc;
 
@@ -600,32 +623,31 @@ int sl__etcd_write(void *state, const char *budget, const struct sl__lease_rec *
 	sl__etcd_key(st, k.version, budget, "version", NULL);
 	sl__etcd_key(st, k.rec, budget, "rec", rec->id);
 	sl__etcd_key(st, k.floor, budget, "floor", rec->id);
-	snprintf(k.fresh, sizeof(k.fresh), "%s/fresh", st->prefix);
-	if (ttl_s > st->max_ttl_s)
-		st->max_ttl_s = ttl_s;
+	sl__etcd_key(st, k.fresh, budget, "fresh", NULL);
 	l = lease_slot(st, rec->id, true);
 	rc = l ? record_json(&k, rec, ttl_s) : -ENOMEM;
 	/* The keepalive goes after the caller took its send time: the store's
 	 * lease ends at least ttl after it. */
 	if (rc == 0)
 		rc = lease_renew(st, l, ttl_s);
+	if (rc == 0 && grows && l->incarnation && l->incarnation != st->incarnation)
+		rc = quarantine(st, &k, ttl_s, &extra);
 	if (rc)
 		goto out;
-	/* A grow: no other grow since the caller's read.  Otherwise: the
-	 * record is still live under this lease (if it ran out, the store
-	 * counts only its floor and a full record would count for more). */
-	guard = grows ? cmp_rev(k.version, "MOD", "mod_revision", "EQUAL", (int64_t)version)
-		      : cmp_rev(k.rec, "LEASE", "lease", "EQUAL", l->lease);
-	rc = guard ? write_txn(st, &k, guard, l->lease, grows, &ok, &fail) : -ENOMEM;
+	guard = write_guards(&k, l, grows, version, st->incarnation);
+	rc = guard ? write_txn(st, &k, guard, extra, l->lease, grows, &ok, &fail) : -ENOMEM;
 	if (rc == 0 && !ok) {
 		rc = write_failed(st, fail);
 		if (rc == 0)
 			rc = grows ? -EAGAIN : rewrite_expired(st, &k, rec, fail, l->lease);
 	}
+	if (rc == 0)
+		l->incarnation = st->incarnation;
 out:
 	pthread_mutex_unlock(&st->lock);
 	json_decref(guard);
 	json_decref(fail);
+	json_decref(extra);
 	free(k.rec_json);
 	free(k.floor_json);
 	return rc;
