@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "store.h"
 
@@ -46,22 +47,93 @@ int sl__store_make_id(sl_lease_store *s, char id[SL_LEASE_ID_MAX]);
 /* sl_lease_store_close(): every lease still joined leaves (lease.c). */
 void sl__lease_leave_all(sl_lease_store *s);
 
-/* The run loop's view of a lease (lease.c), all under s->lock: one period's
- * work, the period, when it is due next, the next lease of the store. */
+#define NS_PER_MS INT64_C(1000000)
+
+/* A lease: made by sl_lease_join() (lease.c), stepped each period by the
+ * run thread (lease_run.c). */
+struct sl_lease {
+	sl_lease_store *s;
+	sl_group *g;
+	struct sl_lease_opts opts;
+	char budget[SL_LEASE_NAME_MAX];
+	char id[SL_LEASE_ID_MAX];
+	struct sl_limits orig; /* the group's limits at join: leave restores them */
+	struct sl_limits blim; /* the budget's limits, as last read */
+
+	/* Protocol state, under s->lock. */
+	bool registered;       /* a record of ours is in the store's incarnation */
+	uint64_t incarnation;
+	uint64_t held, floor;  /* as the store has them (floor: as low as any the store may have) */
+	uint64_t applied;      /* the share the group's max follows now */
+	uint64_t usage, demand; /* as last reported */
+	uint64_t events_max;   /* the group's events_max at the last step */
+	int64_t expiry_ns;     /* the end of our own view of the lease (CLOCK_MONOTONIC) */
+	int64_t next_ns;       /* when the run loop steps it next */
+	enum sl_lease_state state;
+	struct sl_lease_stats counts; /* the counters; the rest is filled by publish() */
+
+	/* Under s->stat_lock: what sl_lease_stats() reads. */
+	struct sl_lease_stats pub;
+	int64_t pub_expiry_ns;
+	bool pub_registered;
+
+	struct sl_lease *next;  /* s->leases */
+	struct sl_lease *gnext; /* leased */
+};
+
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static inline uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static inline const struct sl__lease_rec *find_rec(const struct sl__lease_view *v, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < v->n; i++)
+		if (!strncmp(v->recs[i].id, id, SL_LEASE_ID_MAX))
+			return &v->recs[i];
+	return NULL;
+}
+
+static inline bool live(const struct sl__lease_rec *r)
+{
+	return r->state == SL_LEASE_HELD || r->state == SL_LEASE_STALLED;
+}
+
+/* lease.c, for the step (lease_run.c); all under s->lock. */
+void sl__lease_publish(struct sl_lease *l);
+void sl__lease_group_read(sl_group *g, uint64_t *counter, uint64_t *events_max);
+int sl__lease_apply(struct sl_lease *l, uint64_t share);
+void sl__lease_fence(struct sl_lease *l);
+uint64_t sl__lease_counted_others(const struct sl__lease_view *v, const char *id, size_t *nlive);
+int sl__lease_register(struct sl_lease *l, const struct sl__lease_view *v, uint64_t *free_out);
+
+/* One period of @l: renew, move its share, apply it (lease_run.c). */
 void sl__lease_step(struct sl_lease *l);
-int64_t sl__lease_period_ns(const struct sl_lease *l);
-int64_t *sl__lease_next_ns(struct sl_lease *l);
-struct sl_lease *sl__lease_next(struct sl_lease *l);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t sl__lease_now_ns(void);
 
 /*
  * Test hooks of the shm store (tests/test_lease_shm.c): take the store's
- * mutex and keep it (-EINVAL for another store); scribble what a crash in
- * the middle of a write leaves and _exit() with the mutex held.
+ * mutex and keep it (-EINVAL for another store); the budgets and slots in
+ * use as the header keeps them and as the tables count them; scribble what
+ * a crash in the middle of a write leaves and _exit() with the mutex held.
  */
 int sl__lease_shm_test_lock(sl_lease_store *s);
+/* The totals kept beside the tables, and what the tables say they are. */
+int sl__lease_shm_test_totals(sl_lease_store *s, uint32_t kept[2], uint32_t counted[2]);
 void sl__lease_shm_test_crash_locked(sl_lease_store *s) __attribute__((noreturn));
 
 #endif /* SL_LEASE_INT_H */

@@ -66,8 +66,8 @@ struct sl__lease_store_ops {
 	int (*budget_list)(void *state, char (*names)[SL_LEASE_NAME_MAX], size_t cap, size_t *count);
 
 	/* The budget and every record, at one instant.  -ENOENT: no such budget;
-	 * out->incarnation is still set (0: unknown), so that a budget gone
-	 * with a wiped store is told from a deleted one. */
+	 * then @out->incarnation is still set if the store knows it (0 if not),
+	 * so that a holder tells a wiped store from a deleted budget. */
 	int (*read)(void *state, const char *budget, struct sl__lease_view *out);
 
 	/*

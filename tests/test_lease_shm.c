@@ -1,0 +1,499 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shm: store across real processes: fork()ed children share a budget,
+ * each with its own tree, group, lease and run thread, steered by the test
+ * through a shared control block.  The store's invariant (the sum of what it
+ * counts is at most max; every holder's reported usage within its share) is
+ * checked on every snapshot the test takes, while shares follow demand, a
+ * child is killed (SIGKILL), stopped past its ttl (SIGSTOP) or dies holding
+ * the store's mutex, and while the mutex is held by a stopped process.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "lease_helpers.h"
+#include "lease_int.h"
+
+enum want { WANT_NOTHING_SAID = 0, WANT_MORE = 1, WANT_IDLE = 2 };
+
+#define NCHILD 3
+
+/* What the test and one child share. */
+struct child_ctl {
+	atomic_int want;
+	atomic_int quit;
+	atomic_int joined;   /* 1 joined, -errno failed */
+	atomic_int failed;   /* a check in the child failed: its line */
+	_Atomic uint64_t fences, resets;
+	pid_t pid;
+};
+
+struct ctl {
+	char name[64];
+	char budget[16];
+	struct child_ctl c[NCHILD];
+};
+
+static struct ctl *ctl_new(void)
+{
+	struct ctl *c = mmap(NULL, sizeof(*c), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			     -1, 0);
+
+	ck_assert(c != MAP_FAILED);
+	memset(c, 0, sizeof(*c));
+	lease_name(c->name, sizeof(c->name));
+	snprintf(c->budget, sizeof(c->budget), "b");
+	return c;
+}
+
+static void ctl_free(struct ctl *c)
+{
+	lease_unlink(c->name);
+	munmap(c, sizeof(*c));
+}
+
+/* ---- a child: a host with one group in the budget ---- */
+
+static uint64_t free_some(sl_group *g, uint64_t target, void *ctx)
+{
+	struct sl_stats st;
+	uint64_t n;
+
+	(void)ctx;
+	memset(&st, 0, sizeof(st));
+	sl_group_stats(g, &st);
+	n = target < st.usage ? target : st.usage;
+	return n && sl_uncharge(g, n) == 0 ? n : 0;
+}
+
+static void child_demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
+{
+	struct child_ctl *cc = ctx;
+
+	(void)l;
+	if (atomic_load(&cc->want) == WANT_MORE)
+		out->evicted = 1000;
+	else if (atomic_load(&cc->want) == WANT_IDLE)
+		out->idle_ms = UINT64_MAX - 1;
+}
+
+static void *child_run(void *arg)
+{
+	sl_lease_run(arg);
+	return NULL;
+}
+
+#define CHILD_CHECK(cc, cond)                                                                  \
+	do {                                                                                   \
+		if (!(cond)) {                                                                 \
+			atomic_store(&(cc)->failed, __LINE__);                                 \
+			_exit(1);                                                              \
+		}                                                                              \
+	} while (0)
+
+static void __attribute__((noreturn)) child_main(struct ctl *c, int i)
+{
+	struct child_ctl *cc = &c->c[i];
+	struct sl_lease_store_opts so;
+	struct sl_lease_opts o;
+	struct sl_ops ops = { .reclaim = free_some };
+	struct sl_tree_opts to;
+	struct sl_limits lim;
+	sl_lease_store *s = NULL;
+	sl_lease *l = NULL;
+	sl_tree *t = NULL;
+	sl_group *g = NULL;
+	pthread_t th;
+	char url[128];
+	int rc;
+
+	sl_lease_store_opts_init(&so);
+	so.node = "child";
+	lease_url(url, sizeof(url), c->name);
+	CHILD_CHECK(cc, sl_lease_store_open(url, &so, &s) == 0);
+	sl_tree_opts_init(&to);
+	to.batch = SL_BATCH_NONE;
+	CHILD_CHECK(cc, sl_tree_create(&to, &t) == 0);
+	sl_limits_init(&lim);
+	CHILD_CHECK(cc, sl_group_create(sl_tree_root(t), "g", &lim, &ops, NULL, &g) == 0);
+	lease_fast_opts(&o);
+	o.demand = child_demand;
+	o.demand_ctx = cc;
+	rc = sl_lease_join(s, c->budget, g, &o, &l);
+	atomic_store(&cc->joined, rc ? rc : 1);
+	if (rc)
+		_exit(2);
+	CHILD_CHECK(cc, pthread_create(&th, NULL, child_run, s) == 0);
+	while (!atomic_load(&cc->quit)) {
+		struct sl_lease_stats st;
+		struct sl_stats gs;
+
+		CHILD_CHECK(cc, sl_group_limits(g, &lim) == 0);
+		CHILD_CHECK(cc, sl_group_stats(g, &gs) == 0);
+		if (atomic_load(&cc->want) == WANT_MORE && gs.usage < lim.max)
+			(void)sl_charge(g, lim.max - gs.usage, SL_NORECLAIM);
+		CHILD_CHECK(cc, sl_lease_stats(l, &st) == 0);
+		atomic_store(&cc->fences, st.fences);
+		atomic_store(&cc->resets, st.store_resets);
+		nap_ms(2);
+	}
+	CHILD_CHECK(cc, sl_lease_leave(l) == 0);
+	sl_lease_stop(s);
+	pthread_join(th, NULL);
+	sl_lease_store_close(s);
+	_exit(0);
+}
+
+static pid_t spawn(struct ctl *c, int i)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		child_main(c, i);
+	c->c[i].pid = pid;
+	return pid;
+}
+
+static void reap_child(struct ctl *c, int i, bool killed)
+{
+	int status = 0;
+
+	ck_assert_int_eq(waitpid(c->c[i].pid, &status, 0), c->c[i].pid);
+	ck_assert_msg(atomic_load(&c->c[i].failed) == 0, "child %d failed at line %d", i,
+		      atomic_load(&c->c[i].failed));
+	if (!killed)
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			      "child %d: status %d", i, status);
+	c->c[i].pid = 0;
+}
+
+static void quit_child(struct ctl *c, int i)
+{
+	atomic_store(&c->c[i].quit, 1);
+	reap_child(c, i, false);
+}
+
+/* The participant record of process @pid in @p, or NULL. */
+static const struct sl_lease_participant *of_pid(const struct sl_lease_participant *p, size_t n,
+						 pid_t pid)
+{
+	char key[32];
+	size_t i;
+
+	snprintf(key, sizeof(key), ":%d:", (int)pid);
+	for (i = 0; i < n; i++)
+		if (strstr(p[i].id, key))
+			return &p[i];
+	return NULL;
+}
+
+/* One snapshot, checked; the share of @pid's record (0 if none). */
+static uint64_t share_of(sl_lease_store *s, struct ctl *c, uint64_t max, pid_t pid)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	const struct sl_lease_participant *me;
+	size_t n = lease_parts(s, c->budget, p);
+
+	lease_check_parts(p, n, max);
+	me = of_pid(p, n, pid);
+	return me ? me->share : 0;
+}
+
+static void wait_joined(struct ctl *c, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		WAIT_FOR(atomic_load(&c->c[i].joined) != 0, "a child's join");
+		ck_assert_int_eq(atomic_load(&c->c[i].joined), 1);
+	}
+}
+
+static void set_hot(struct ctl *c, int n, int hot)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		atomic_store(&c->c[i].want, i == hot ? WANT_MORE : WANT_IDLE);
+}
+
+static void processes_share_by_demand(int n)
+{
+	struct ctl *c = ctl_new();
+	sl_lease_store *s;
+	int i, hot;
+
+	s = lease_open(c->name, 1000);
+	budget_make(s, c->budget, 3000, 0, 300);
+	for (i = 0; i < n; i++)
+		spawn(c, i);
+	wait_joined(c, n);
+	for (hot = 0; hot < n; hot++) {
+		set_hot(c, n, hot);
+		WAIT_FOR(share_of(s, c, 3000, c->c[hot].pid) >= 3000 * 3 / 4, "the hot one's share");
+	}
+	for (i = 0; i < n; i++)
+		quit_child(c, i);
+	ck_assert_uint_eq(lease_check(s, c->budget, 3000), 0);
+	sl_lease_store_close(s);
+	ctl_free(c);
+}
+
+START_TEST(two_processes_share_a_budget_by_demand_within_max)
+{
+	processes_share_by_demand(2);
+}
+END_TEST
+
+START_TEST(three_processes_share_a_budget_by_demand_within_max)
+{
+	processes_share_by_demand(3);
+}
+END_TEST
+
+START_TEST(a_killed_process_share_is_free_at_once_for_the_others)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct ctl *c = ctl_new();
+	sl_lease_store *s;
+	size_t n;
+
+	s = lease_open(c->name, 1000);
+	budget_make(s, c->budget, 3000, 0, 300);
+	spawn(c, 0);
+	spawn(c, 1);
+	wait_joined(c, 2);
+	set_hot(c, 2, 0);
+	WAIT_FOR(share_of(s, c, 3000, c->c[0].pid) >= 3000 * 3 / 4, "child 0's share");
+
+	ck_assert_int_eq(kill(c->c[0].pid, SIGKILL), 0);
+	reap_child(c, 0, true);
+	/* The first read after its death no longer counts it. */
+	n = lease_parts(s, c->budget, p);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_ptr_nonnull(of_pid(p, n, c->c[1].pid));
+	set_hot(c, 2, 1);
+	WAIT_FOR(share_of(s, c, 3000, c->c[1].pid) >= 3000 * 3 / 4, "child 1's share");
+	quit_child(c, 1);
+	sl_lease_store_close(s);
+	ctl_free(c);
+}
+END_TEST
+
+START_TEST(a_stopped_process_keeps_its_share_stalled_until_it_wakes)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	const struct sl_lease_participant *me;
+	struct ctl *c = ctl_new();
+	sl_lease_store *s;
+	uint64_t held;
+	size_t n;
+
+	s = lease_open(c->name, 1000);
+	budget_make(s, c->budget, 3000, 0, 300);
+	spawn(c, 0);
+	spawn(c, 1);
+	wait_joined(c, 2);
+	set_hot(c, 2, 0);
+	WAIT_FOR(share_of(s, c, 3000, c->c[0].pid) >= 3000 * 3 / 4, "child 0's share");
+
+	/* Stopped past its ttl: alive, so its memory still counts. */
+	ck_assert_int_eq(kill(c->c[0].pid, SIGSTOP), 0);
+	atomic_store(&c->c[1].want, WANT_MORE);
+	WAIT_FOR((n = lease_parts(s, c->budget, p), lease_check_parts(p, n, 3000),
+		  (me = of_pid(p, n, c->c[0].pid)) && me->state == SL_LEASE_STALLED),
+		 "the stalled state");
+	held = me->share;
+	ck_assert_int_lt(me->expires_ms, 0);
+	ck_assert_uint_ge(held, 3000 * 3 / 4);
+	/* The other grows only into room nobody holds, whatever it asks. */
+	ck_assert_uint_le(share_of(s, c, 3000, c->c[1].pid), 3000 - held);
+
+	ck_assert_int_eq(kill(c->c[0].pid, SIGCONT), 0);
+	WAIT_FOR((n = lease_parts(s, c->budget, p), lease_check_parts(p, n, 3000),
+		  (me = of_pid(p, n, c->c[0].pid)) && me->state == SL_LEASE_HELD),
+		 "the renewal after waking");
+	/* Its own view had ended: it fell to its floor before renewing. */
+	WAIT_FOR(atomic_load(&c->c[0].fences) >= 1, "the fence on waking");
+	quit_child(c, 0);
+	quit_child(c, 1);
+	sl_lease_store_close(s);
+	ctl_free(c);
+}
+END_TEST
+
+/* A child that only opens the store, takes its mutex, and then dies in
+ * the middle of a write or waits to be killed. */
+static pid_t spawn_locker(struct ctl *c, bool crash, atomic_int *locked)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		sl_lease_store *s = NULL;
+		char url[128];
+
+		lease_url(url, sizeof(url), c->name);
+		if (sl_lease_store_open(url, NULL, &s))
+			_exit(2);
+		if (crash) {
+			if (sl__lease_shm_test_lock(s))
+				_exit(3);
+			sl__lease_shm_test_crash_locked(s);
+		}
+		if (sl__lease_shm_test_lock(s))
+			_exit(3);
+		atomic_store(locked, 1);
+		for (;;)
+			pause();
+	}
+	return pid;
+}
+
+START_TEST(a_process_dead_with_the_mutex_held_leaves_the_store_whole)
+{
+	struct sl_lease_participant before[LEASE_MAXP], after[LEASE_MAXP];
+	struct ctl *c = ctl_new();
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g;
+	uint32_t kept[2], counted[2];
+	size_t n, m;
+	int status;
+	pid_t pid;
+
+	s = lease_open(c->name, 1000);
+	budget_make(s, c->budget, 3000, 0, 300);
+	budget_make(s, "other", 10, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(g, 700, 0), 0);
+	ck_assert_int_eq(sl_lease_join(s, c->budget, g, NULL, &l), 0);
+	n = lease_parts(s, c->budget, before);
+	ck_assert_uint_eq(n, 1);
+
+	pid = spawn_locker(c, true, NULL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	/* The next locker repairs: the records as they were, the totals
+	 * rebuilt from them. */
+	m = lease_parts(s, c->budget, after);
+	ck_assert_uint_eq(m, 1);
+	ck_assert_str_eq(after[0].id, before[0].id);
+	ck_assert_uint_eq(after[0].share, before[0].share);
+	ck_assert_uint_eq(after[0].floor, before[0].floor);
+	ck_assert_uint_eq(after[0].usage, before[0].usage);
+	ck_assert_int_eq(sl__lease_shm_test_totals(s, kept, counted), 0);
+	ck_assert_uint_eq(counted[0], 2);
+	ck_assert_uint_eq(counted[1], 1);
+	ck_assert_uint_eq(kept[0], counted[0]);
+	ck_assert_uint_eq(kept[1], counted[1]);
+	/* And it works on. */
+	budget_make(s, "third", 10, 0, 0);
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	ck_assert_uint_eq(lease_parts(s, c->budget, after), 0);
+	ck_assert_int_eq(sl_uncharge(g, 700), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	ctl_free(c);
+}
+END_TEST
+
+static void *lease_run_main(void *arg)
+{
+	sl_lease_run(arg);
+	return NULL;
+}
+
+START_TEST(a_mutex_held_by_a_stopped_process_times_out_and_holders_fence)
+{
+	struct sl_lease_opts o;
+	struct sl_lease_stats st;
+	struct sl_limits lim;
+	struct ctl *c = ctl_new();
+	atomic_int *locked = mmap(NULL, sizeof(*locked), PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g, *h;
+	pthread_t th;
+	pid_t pid;
+	int status;
+
+	ck_assert(locked != MAP_FAILED);
+	atomic_init(locked, 0);
+	s = lease_open(c->name, 200);
+	budget_make(s, c->budget, 3000, 0, 300);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	h = group_new(sl_tree_root(t), "h", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(g, 100, 0), 0);
+	lease_fast_opts(&o);
+	ck_assert_int_eq(sl_lease_join(s, c->budget, g, &o, &l), 0);
+	pid = spawn_locker(c, false, locked);
+	WAIT_FOR(atomic_load(locked), "the locker");
+	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+	start_thread(&th, lease_run_main, s);
+
+	/* Every call gives up after the store's timeout. */
+	ck_assert_int_eq(sl_lease_budget_get(s, c->budget, &lim), -ETIMEDOUT);
+	sl_limits_init(&lim);
+	lim.max = 10;
+	ck_assert_int_eq(sl_lease_budget_set(s, "x", &lim), -ETIMEDOUT);
+	ck_assert_int_eq(sl_lease_join(s, c->budget, h, NULL, &l), -ETIMEDOUT);
+	ck_assert_uint_eq(limits_of(h).max, SL_UNLIMITED);
+	/* The holder cannot renew: it falls to its floor once its own view ends. */
+	WAIT_FOR(lease_stats_of(l).state == SL_LEASE_FENCED, "the fence");
+	st = lease_stats_of(l);
+	ck_assert_uint_gt(st.store_errors, 0);
+	ck_assert_uint_eq(st.floor, 300);
+	ck_assert_int_lt(st.expires_ms, 0);
+
+	/* The locker dies: the next locker recovers and the holder renews. */
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	WAIT_FOR(lease_stats_of(l).state == SL_LEASE_HELD, "the renewal");
+	ck_assert_int_eq(sl_lease_budget_get(s, c->budget, &lim), 0);
+	ck_assert_uint_eq(lim.max, 3000);
+	sl_lease_stop(s);
+	join_thread(th);
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	ck_assert_int_eq(sl_uncharge(g, 100), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	munmap(locked, sizeof(*locked));
+	ctl_free(c);
+}
+END_TEST
+
+static Suite *lease_shm_suite(void)
+{
+	Suite *s = suite_create("lease_shm");
+	TCase *tc = tcase_create("lease_shm");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, two_processes_share_a_budget_by_demand_within_max);
+	tcase_add_test(tc, three_processes_share_a_budget_by_demand_within_max);
+	tcase_add_test(tc, a_killed_process_share_is_free_at_once_for_the_others);
+	tcase_add_test(tc, a_stopped_process_keeps_its_share_stalled_until_it_wakes);
+	tcase_add_test(tc, a_process_dead_with_the_mutex_held_leaves_the_store_whole);
+	tcase_add_test(tc, a_mutex_held_by_a_stopped_process_times_out_and_holders_fence);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(lease_shm_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
