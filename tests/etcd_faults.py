@@ -204,6 +204,16 @@ def renewed(nodes, base, more=5):
 
 def run(args):
     work = tempfile.mkdtemp(prefix="sl-faults-")
+    try:
+        return run_in(args, work)
+    finally:
+        if not os.environ.get("SL_ETCD_KEEP"):
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print("node logs kept in %s" % work)
+
+
+def run_in(args, work):
     nodes = []
     checker = None
     figures = {}
@@ -228,13 +238,15 @@ def run(args):
             checker.join()
         for n in nodes:
             n.stop()
-        if not os.environ.get("SL_ETCD_KEEP"):
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            print("node logs kept in %s" % work)
     figures.update(samples=checker.samples, over_once=checker.over,
                    max_sum=checker.max_sum, budget=MAX)
     print("FIGURES %s %s" % (args.scenario, " ".join("%s=%s" % kv for kv in figures.items())))
+    for n in nodes:
+        text = n.stderr_text()
+        for bad in ("runtime error", "AddressSanitizer", "ThreadSanitizer", "LeakSanitizer"):
+            if bad in text:
+                print("node %d's stderr reports a sanitizer error:\n%s" % (n.idx, text))
+                return 1
     if checker.violations:
         for t, total, parts in checker.violations[:10]:
             print("OVER BUDGET twice in a row at %.3f s: sum %d > %d: %s" % (t, total, MAX, parts))

@@ -243,7 +243,7 @@ START_TEST(a_wiped_store_is_a_new_incarnation)
 	void *st = open_at(endpoints(), "wipe", 5000);
 	struct sl_limits l = limits(1000, 200);
 	struct sl__lease_view v, w;
-	struct sl__lease_rec a;
+	struct sl__lease_rec a, b;
 	char cmd[1024];
 	int64_t deadline;
 	int rc;
@@ -265,8 +265,17 @@ START_TEST(a_wiped_store_is_a_new_incarnation)
 	ck_assert_int_eq(ops->read(st, "t", &w), 0);
 	ck_assert_uint_ne(w.incarnation, v.incarnation);
 	ck_assert_uint_eq(w.n, 0);
-	/* This handle held a record in the old store: no grow until its peers'
-	 * views of the old one have ended (a ttl), then as usual. */
+	/* a held a record in the old store: it registers again, and while the
+	 * quarantine this starts runs, others register but nothing grows. */
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, w.version, w.incarnation), 0);
+	sl__lease_view_free(&w);
+	ck_assert_int_eq(ops->read(st, "t", &w), 0);
+	b = rec_of(st, 100, 100);
+	ck_assert_int_eq(ops->write(st, "t", &b, 2000, true, w.version, w.incarnation), 0);
+	sl__lease_view_free(&w);
+	ck_assert_int_eq(ops->read(st, "t", &w), 0);
+	ck_assert_uint_eq(w.n, 2);
+	a.held = 500;
 	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, w.version, w.incarnation), -EAGAIN);
 	deadline = now_ms() + 60000;
 	while ((rc = ops->write(st, "t", &a, 2000, true, w.version, w.incarnation)) == -EAGAIN &&

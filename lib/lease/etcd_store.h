@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What store_etcd.c (open, budgets) and store_etcd_rec.c (records: read,
- * write, remove) share: the store's state, its keys and its JSON values.
+ * What store_etcd.c (open, budgets), store_etcd_read.c and
+ * store_etcd_write.c (records) share: the store's state, its keys and its
+ * JSON values.
  */
 #ifndef SL_LEASE_ETCD_STORE_H
 #define SL_LEASE_ETCD_STORE_H
@@ -69,7 +70,10 @@ json_t *sl__etcd_kv_json(json_t *kv);
 int sl__etcd_get_u64(json_t *obj, const char *field, uint64_t *out);
 int sl__etcd_set_u64(json_t *obj, const char *field, uint64_t v);
 
-/* The record operations (store_etcd_rec.c). */
+/* Wall-clock ms: only for the expiry estimates that tools show. */
+int64_t sl__etcd_wall_ms(void);
+
+/* The record operations (store_etcd_read.c, store_etcd_write.c). */
 int sl__etcd_read(void *state, const char *budget, struct sl__lease_view *out);
 int sl__etcd_write(void *state, const char *budget, const struct sl__lease_rec *rec,
 		   uint32_t ttl_ms, bool grows, uint64_t version, uint64_t incarnation);
