@@ -27,6 +27,11 @@
  * every run the usage of every level must be back to 0, or the benchmark
  * stops with exit status 1.
  *
+ * --lease-down (built with the lease library's etcd store): softlimit with
+ * the default batch at depth 4, 1 and 2 threads, three ways in one run: no
+ * lease, and a lease whose etcd store refuses or hangs (charge_lease.h).
+ * A charge never touches a store, so the three should match.
+ *
  * Output: one JSON object per line on stdout; progress, a table and the
  * goal ratios on stderr (unless --json-only).
  */
@@ -38,6 +43,14 @@
 #include <softlimit/softlimit.h>
 
 #include "bench_common.h"
+#ifdef BENCH_HAVE_LEASE
+#include "charge_lease.h"
+#else
+enum lease_mode { LEASE_NONE, LEASE_MODES = 1 };
+static const char *const lease_mode_names[LEASE_MODES] = { "none" };
+#endif
+
+static bool lease_down; /* --lease-down */
 
 #define AMOUNT ((uint64_t)64)            /* units per charge */
 #define LEVEL_MAX ((uint64_t)1 << 40)    /* max of every level: never reached */
@@ -178,19 +191,29 @@ struct instance {
 	struct aw_tree *aw;
 	void *leaf;                      /* what the baselines charge */
 	bool warned_stocked;
+	enum lease_mode lease;
+#ifdef BENCH_HAVE_LEASE
+	struct lease_down ld;
+#endif
 };
 
-static void instance_init(struct instance *in, enum variant v, int depth, uint64_t sl_batch)
+static void instance_init(struct instance *in, enum variant v, int depth, uint64_t sl_batch,
+			  enum lease_mode lease)
 {
 	memset(in, 0, sizeof(*in));
 	in->v = v;
 	in->depth = depth;
 	in->sl_batch = sl_batch;
+	in->lease = lease;
 
 	switch (v) {
 	case V_SOFTLIMIT:
 		in->slt = bench_sl_chain(sl_batch, depth, LEVEL_MAX, in->sl_path);
 		in->leaf = in->sl_path[depth];
+#ifdef BENCH_HAVE_LEASE
+		if (lease != LEASE_NONE)
+			lease_down_start(&in->ld, lease, in->leaf, LEVEL_MAX);
+#endif
 		break;
 	case V_FLOOR:
 		in->leaf = NULL;
@@ -225,6 +248,10 @@ static void instance_init(struct instance *in, enum variant v, int depth, uint64
 
 static void instance_free(struct instance *in)
 {
+#ifdef BENCH_HAVE_LEASE
+	if (in->lease != LEASE_NONE)
+		lease_down_stop(&in->ld);
+#endif
 	if (in->slt)
 		sl_tree_destroy(in->slt);
 	if (in->mt) {
@@ -414,6 +441,7 @@ struct config {
 	int depth;
 	uint64_t sl_batch;   /* SL_BATCH_NONE or SL_BATCH_DEFAULT (softlimit only) */
 	uint64_t batch;      /* as reported: 0 for no stock (and for the baselines) */
+	enum lease_mode lease; /* --lease-down: the charged group's lease and its store */
 	double ns;           /* median ns per pair */
 	double runs[MAX_REPS];
 	int nruns;
@@ -424,7 +452,8 @@ struct config {
 static struct config configs[MAX_CONFIGS];
 static int n_configs;
 
-static void add_config(enum variant v, int threads, int depth, uint64_t sl_batch)
+static void add_config_lease(enum variant v, int threads, int depth, uint64_t sl_batch,
+			     enum lease_mode lease)
 {
 	struct config *c;
 
@@ -437,6 +466,12 @@ static void add_config(enum variant v, int threads, int depth, uint64_t sl_batch
 	c->depth = depth;
 	c->sl_batch = sl_batch;
 	c->batch = (v == V_SOFTLIMIT && sl_batch != SL_BATCH_NONE) ? sl_batch : 0;
+	c->lease = lease;
+}
+
+static void add_config(enum variant v, int threads, int depth, uint64_t sl_batch)
+{
+	add_config_lease(v, threads, depth, sl_batch, LEASE_NONE);
 }
 
 /*
@@ -446,6 +481,14 @@ static void add_config(enum variant v, int threads, int depth, uint64_t sl_batch
  */
 static void build_configs(void)
 {
+	if (lease_down) {
+		/* The three ways back to back, per thread count. */
+		for (int t = 0; t < N_THREADS; t++)
+			for (int m = 0; m < LEASE_MODES; m++)
+				add_config_lease(V_SOFTLIMIT, thread_list[t], 4, SL_BATCH_DEFAULT,
+						 (enum lease_mode)m);
+		return;
+	}
 	for (int d = 0; d < N_DEPTHS; d++)
 		for (int t = 0; t < N_THREADS; t++) {
 			add_config(V_SOFTLIMIT, thread_list[t], depth_list[d], SL_BATCH_NONE);
@@ -461,7 +504,7 @@ static const struct config *find(enum variant v, int threads, int depth, uint64_
 		const struct config *c = &configs[i];
 
 		if (c->v == v && c->threads == threads && c->depth == depth && c->batch == batch &&
-		    c->nruns > 0)
+		    c->lease == LEASE_NONE && c->nruns > 0)
 			return c;
 	}
 	return NULL;
@@ -479,10 +522,11 @@ static void run_config(struct config *c, int idx, int reps, uint64_t target_ns)
 	uint64_t calib_ns = target_ns / 10, pairs, first_pairs;
 	double calib, runs[MAX_REPS];
 
-	bench_progress("[%2d/%d] %s threads=%d depth=%d batch=%" PRIu64 " ...", idx + 1, n_configs,
-		       variant_names[c->v], c->threads, c->depth, c->batch);
+	bench_progress("[%2d/%d] %s threads=%d depth=%d batch=%" PRIu64 "%s%s ...", idx + 1, n_configs,
+		       variant_names[c->v], c->threads, c->depth, c->batch,
+		       lease_down ? " lease store=" : "", lease_down ? lease_mode_names[c->lease] : "");
 
-	instance_init(&in, c->v, c->depth, c->sl_batch);
+	instance_init(&in, c->v, c->depth, c->sl_batch, c->lease);
 
 	/* Calibrate (and warm up): a time-bounded run sizes the fixed runs. */
 	calib = run_once(&in, c->threads, 0, calib_ns, NULL);
@@ -507,9 +551,14 @@ static void run_config(struct config *c, int idx, int reps, uint64_t target_ns)
 
 	instance_free(&in);
 
-	bench_json("{\"bench\":\"charge\",\"variant\":\"%s\",\"threads\":%d,\"depth\":%d,"
-		   "\"batch\":%" PRIu64 ",\"ns_per_op\":%.2f}",
-		   variant_names[c->v], c->threads, c->depth, c->batch, c->ns);
+	if (lease_down)
+		bench_json("{\"bench\":\"charge_lease\",\"store\":\"%s\",\"threads\":%d,\"depth\":%d,"
+			   "\"batch\":%" PRIu64 ",\"ns_per_op\":%.2f}",
+			   lease_mode_names[c->lease], c->threads, c->depth, c->batch, c->ns);
+	else
+		bench_json("{\"bench\":\"charge\",\"variant\":\"%s\",\"threads\":%d,\"depth\":%d,"
+			   "\"batch\":%" PRIu64 ",\"ns_per_op\":%.2f}",
+			   variant_names[c->v], c->threads, c->depth, c->batch, c->ns);
 
 	bench_progress(" %8.2f ns/op  (%" PRIu64 " pairs/thread; runs:", c->ns, first_pairs);
 	for (int r = 0; r < reps; r++)
@@ -592,6 +641,33 @@ static void print_ratios(void)
 	}
 }
 
+/* --lease-down: each way against no lease, per thread count. */
+static void print_lease_table(void)
+{
+	bench_progress("\nns per charge+uncharge pair, softlimit, default batch, depth 4: the charged\n"
+		       "group with no lease, and with a lease whose etcd store is down\n");
+	bench_progress("%-8s %10s %10s %10s %14s %14s\n", "threads", "none", "refuse", "hang", "refuse/none",
+		       "hang/none");
+	for (int t = 0; t < N_THREADS; t++) {
+		double ns[LEASE_MODES] = { 0 };
+
+		for (int i = 0; i < n_configs; i++)
+			if (configs[i].threads == thread_list[t] && configs[i].nruns > 0)
+				ns[configs[i].lease] = configs[i].ns;
+		bench_progress("%-8d", thread_list[t]);
+		for (int m = 0; m < LEASE_MODES; m++)
+			bench_progress(" %10.2f", ns[m]);
+		for (int m = 1; m < LEASE_MODES; m++) {
+			double r = ns[0] > 0 ? ns[m] / ns[0] : 0;
+
+			bench_progress(" %14.2f", r);
+			bench_json("{\"bench\":\"charge_lease_ratio\",\"store\":\"%s\",\"threads\":%d,"
+				   "\"value\":%.2f}", lease_mode_names[m], thread_list[t], r);
+		}
+		bench_progress("\n");
+	}
+}
+
 /*
  * floor does the same work in every configuration: if its figure moved, the
  * machine was busy during part of the run (with 2 threads on 2 cores, any
@@ -621,7 +697,7 @@ static void check_floor_drift(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: bench_charge [--quick] [--json-only] [--help]\n"
+		"usage: bench_charge [--quick] [--json-only] [--lease-down] [--help]\n"
 		"\n"
 		"Measures ns per charge+uncharge pair (%" PRIu64 " units) at tree depth 1, 4 and 8,\n"
 		"with 1 and 2 threads (2 threads charge the same group), for softlimit with\n"
@@ -631,6 +707,9 @@ static void usage(FILE *f)
 		"  --quick      ~0.2 s per run, 3 runs per configuration (whole run < 30 s)\n"
 		"               (default: ~1 s per run, 5 runs)\n"
 		"  --json-only  only the JSON lines on stdout: no progress, table or ratios on stderr\n"
+		"  --lease-down instead: depth 4, default batch, no lease against a lease whose\n"
+		"               etcd store refuses or hangs (needs etcd in PATH and the lease\n"
+		"               library's etcd store)\n"
 		"  --help       this text\n"
 		"\n"
 		"stdout: one JSON object per line, e.g.\n"
@@ -641,17 +720,40 @@ static void usage(FILE *f)
 		AMOUNT, SL_BATCH_DEFAULT);
 }
 
+static int own_flag(const char *arg)
+{
+	if (strcmp(arg, "--lease-down") != 0)
+		return 0;
+#ifdef BENCH_HAVE_LEASE
+	if (!lease_have_etcd()) {
+		fprintf(stderr, "bench_charge: --lease-down needs etcd in PATH (Debian: etcd-server)\n");
+		exit(2);
+	}
+	lease_down = true;
+	return 1;
+#else
+	fprintf(stderr, "bench_charge: --lease-down needs the lease library with its etcd store\n");
+	exit(2);
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t t_start;
 
-	bench_parse_args(argc, argv, "bench_charge", usage, NULL);
+	bench_parse_args(argc, argv, "bench_charge", usage, own_flag);
 	build_configs();
 
 	t_start = bench_start(" per configuration, %d configurations", n_configs);
 	for (int i = 0; i < n_configs; i++)
 		run_config(&configs[i], i, bench.reps, bench.target_ns);
 
+	if (lease_down) {
+		if (!bench.json_only)
+			print_lease_table();
+		bench_finish(t_start, false);
+		return 0;
+	}
 	if (!bench.json_only)
 		print_table();
 	print_ratios();

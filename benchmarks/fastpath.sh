@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # benchmarks/fastpath.sh [--quick] [--pin] [ROUNDS] - the stocks' two protocols
-# (lib/stock.c) side by side in one run: bench_charge and bench_handoff
+# (docs/stocks.md) side by side in one run: bench_charge and bench_handoff
 # under the membarrier fence protocol (the default) and under
 # compare-and-swap (SOFTLIMIT_MEMBARRIER=0), alternating ROUNDS times (3)
 # so that drift in the machine's load hits both alike.  Prints a table of

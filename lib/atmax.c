@@ -37,6 +37,24 @@ static uint64_t reclaim_for_charge(sl_group *at, uint64_t need)
 	return sl__reclaim(at, count - (max - need) + batch, count - (max - need), false);
 }
 
+/*
+ * Could the charge of need fit under at's max even if reclaim freed all it
+ * may (every protection kept, groups without a callback holding theirs,
+ * stocks given back)?  false: reclaim would only evict for nothing, so the
+ * charge fails without it (a failed charge leaves every counter as it
+ * was).  Room that appears meanwhile is found by the retries as ever.
+ */
+static bool can_fit(sl_group *at, uint64_t need)
+{
+	uint64_t count = sl__usage_of(at), max = sl__load(&at->max, SL_RELAXED);
+
+	if (need > max)
+		return false;
+	if (count <= max - need)
+		return true;
+	return sl__kept(at->tree, at) <= max - need;
+}
+
 /* The host's OOM handler, if any: nonzero asks for one more try. */
 static bool ask_oom_handler(sl_group *at, uint64_t need)
 {
@@ -85,7 +103,9 @@ static void force_room(sl_group *g, uint64_t amount)
  *
  * The rule for failing (in the header): only after SL__RECLAIM_RETRIES
  * rounds in a row in which no reclaim of the tree freed anything, this
- * charge's or another thread's, and then the OOM handler declined.  Room
+ * charge's or another thread's, and then the OOM handler declined; or, at
+ * once, when the charge could not fit even if reclaim freed all it may
+ * (can_fit()), again once the OOM handler declined.  Room
  * that another charge took first is no reason to fail while reclaims make
  * progress; reclaims of others in flight are waited for, boundedly.
  */
@@ -95,7 +115,7 @@ int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
 	bool may_reclaim = !(flags & SL_NORECLAIM) && !sl__reclaim_forbidden();
 	sl_tree *t = g->tree;
 	struct sl__stock *stock = t->batch && amount <= t->batch ? sl__stock_get() : NULL;
-	sl_group *drained = NULL;
+	sl_group *drained = NULL, *checked = NULL;
 	unsigned idle = 0, waits = 0;
 	int rc = -ENOMEM;
 
@@ -124,6 +144,19 @@ int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
 			break;
 		/* Relaxed: a tally; what it orders is nothing but our retry. */
 		seen = sl__load(&t->progress, SL_RELAXED);
+		if (checked != fail) {
+			/* Once per group in the way, before any reclaim: a
+			 * charge that cannot fit evicts nothing.  Other threads'
+			 * idle units count as room (they are in the counts);
+			 * given back, they may still make it fit. */
+			checked = fail;
+			if (!can_fit(fail, amount)) {
+				sl__stock_drain_subtree(fail);
+				if (!can_fit(fail, amount))
+					idle = SL__RECLAIM_RETRIES;
+				goto retry;
+			}
+		}
 		if (idle < SL__RECLAIM_RETRIES) {
 			/* Callbacks and the OOM handler may charge (never
 			 * reclaiming) and so refill stocks: after either, drain
@@ -158,6 +191,7 @@ int sl__at_max(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail)
 			break;
 		idle = 0;
 		drained = NULL;
+		checked = NULL;
 retry:
 		/* The room a reclaim made goes to this thread first: a refill
 		 * takes a stock's batch of it, so the charges that follow do
@@ -170,7 +204,10 @@ retry:
 	}
 	if (rc == -ENOMEM) {
 		if (!(flags & SL_FORCE)) {
-			sl__count(&fail->events_oom);
+			/* Failed for good, unless the caller says it will go
+			 * on another way. */
+			if (!(flags & SL_TRY))
+				sl__count(&fail->events_oom);
 			return rc;
 		}
 		force_room(g, amount);

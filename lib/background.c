@@ -119,9 +119,9 @@ static uint64_t one_round(sl_tree *t, size_t *over)
 		sl__stock_drain_subtree(v[i]);
 		usage = sl__usage_of(v[i]);
 		if (usage > wm)
-			/* Ahead of need: from excess only (pass 1); drained
-			 * just above. */
-			freed += sl__reclaim(v[i], usage - wm, 0, false);
+			/* Ahead of need: pass 1 only, and what the policy
+			 * grants v[i] and its ancestors stays theirs. */
+			freed += sl__reclaim_ahead(v[i], usage - wm);
 		sl__unpin(v[i]);
 	}
 	free(v);

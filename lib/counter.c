@@ -104,6 +104,21 @@ static uint64_t level_sub(sl_group *p, uint64_t amount, bool prot)
 }
 
 /*
+ * The limit a level's new count must be within, read again after the
+ * count's CAS: max, and high too for a charge that stocks units.  max
+ * first, seq_cst (see sl__counter_try()); high after it, relaxed: the
+ * setter stores high before it exchanges max, so a max read that sees the
+ * exchange sees the new high too (the exchange is a release, our load an
+ * acquire).
+ */
+static inline uint64_t recheck_limit(const sl_group *p, uint64_t stocked)
+{
+	uint64_t max = sl__load(&p->max, SL_SEQ_CST);
+
+	return stocked ? sl__min_u64(max, sl__load(&p->high, SL_RELAXED)) : max;
+}
+
+/*
  * Charge amount to g and every ancestor, each level by a CAS that refuses to
  * pass its max: a counter never passes the max the charge read, not even
  * for an instant, unless SL_FORCE.  stocked is the part of amount that goes
@@ -111,11 +126,14 @@ static uint64_t level_sub(sl_group *p, uint64_t amount, bool prot)
  * high either (a stock never takes a group past high).  On failure the
  * levels already charged are undone and *fail names the group in the way.
  *
- * A max lowered while we charge: after its CAS each level reads max again,
- * and sl__counter_set_max() reads the count again after its exchange
- * (the kernel's page_counter_set_max() rule), so either the setter sees our
- * charge or we see its max and take the charge back.  Both sides seq_cst:
- * a store then a load on each side, which only seq_cst orders.
+ * A max lowered while we charge: after its CAS each level reads max again
+ * (and high, for units bound for a stock), and sl__counter_set_limits()
+ * reads the count again after its exchange (the kernel's
+ * page_counter_set_max() rule), so either the setter sees our charge or we
+ * see its limits and take the charge back.  Both sides seq_cst: a store
+ * then a load on each side, which only seq_cst orders.  A setter that sees
+ * our charge and finds the count over a new limit takes the stocked part
+ * back from the slot (sl__stock_drain_limited()).
  */
 int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stocked, sl_group **fail)
 {
@@ -146,8 +164,8 @@ again:
 				goto undo;
 			}
 		} while (!sl__cas_weak(&p->count, &cur, cur + amount, SL_SEQ_CST, SL_RELAXED));
-		if (!force && cur + amount > sl__load(&p->max, SL_SEQ_CST)) {
-			/* max fell under us: take this level back, try again. */
+		if (!force && cur + amount > recheck_limit(p, stocked)) {
+			/* A limit fell under us: take this level back, try again. */
 			cur = level_sub(p, amount, prot);
 			goto again;
 		}
@@ -202,6 +220,21 @@ bool sl__counter_room(const sl_group *g, uint64_t amount)
 		if (count > lim || lim - count < amount)
 			return false;
 	}
+	return true;
+}
+
+/*
+ * Every level on g's path is within its max and its high now: units just
+ * put into a stock (sl__stock_keep()) may stay there, although a limit
+ * changed since its room check.  max seq_cst and first, high after it, as
+ * in recheck_limit(): a setter exchanged max before it bumped the number
+ * that sent the keeper here.
+ */
+bool sl__counter_within(const sl_group *g)
+{
+	for (; g; g = g->parent)
+		if (sl__load(&g->count, SL_RELAXED) > recheck_limit(g, 1))
+			return false;
 	return true;
 }
 

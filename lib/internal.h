@@ -10,7 +10,7 @@
  *   6  reclaim.c (engine) atmax.c limits.c high.c victims.c proportional.c
  *      split.c                             reclaim and what calls it
  *   5  charge.c uncharge.c                 sl_charge(), sl_uncharge()
- *   4  stock.c                             per-thread stocks
+ *   4  stock.c stock_take.c stock_handover.c  per-thread stocks
  *   3  counter.c refault.c                 hierarchical counters, refault counts
  *   2  overindex.c                         groups over their soft limit
  *   1  group.c                             group objects and topology
@@ -42,9 +42,10 @@
 #define SL__CACHELINE 64
 #define SL__GROUP_MAGIC 0x736c6772u /* "slgr" */
 #define SL__GROUP_DEAD 0x64656164u  /* "dead" */
-#define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE)
+#define SL__FLAGS_ALL (SL_NORECLAIM | SL_FORCE | SL_TRY)
 
 struct sl__reclaim;
+struct sl__node;
 
 /*
  * A group.  Three parts, each on its own cache line(s):
@@ -159,6 +160,9 @@ struct sl__policy {
 	void (*reclaim)(struct sl__reclaim *r);
 	/* The protection the policy grants g now, for sl_group_stats(). */
 	void (*effective)(const sl_group *g, uint64_t *emin, uint64_t *esoft);
+	/* The floor below which no reclaim of v[0]'s subtree takes each group
+	 * of the snapshot v (usages filled in), into v[i].floor. */
+	void (*floors)(struct sl__node *v, size_t n);
 	/* true: a group may not fall below the min of any group on its path
 	 * up to the scope; false: the policy floors groups itself (PROTECTION
 	 * by effective min). */
@@ -183,6 +187,10 @@ struct sl_tree {
 	 * (atmax.c), reached through here because charge.c is below it. */
 	int (*at_max)(sl_group *g, uint64_t amount, unsigned flags, sl_group *fail);
 	sl_group *root;
+	/* Bumped (seq_cst) by a limit change that gives stocks back, before
+	 * it looks at them; a keep that sees it move rechecks its limits
+	 * (stock.c).  Written that rarely, so it may share this line. */
+	sl_atomic32 limits_gen;
 
 	/* ---- written by reclaimers, read by charges at max ---- */
 	_Alignas(SL__CACHELINE) sl_atomic64 progress; /* units every reclaim of the tree freed */
@@ -212,7 +220,7 @@ struct sl_tree {
 	size_t nr_headroom, cap_headroom;
 };
 
-/* ---- the per-thread stock (stock.c) ----
+/* ---- the per-thread stock (stock.c, stock_take.c, stock_handover.c) ----
  *
  * A slot's word packs, in one atomic 64-bit word:
  *   bits  0..21  units: pre-charged to the hierarchy, not yet handed out
@@ -258,13 +266,13 @@ struct sl__stock {
 	uint8_t eager[SL__STOCK_SLOTS]; /* owner only: refills left that fold the slot's ledger */
 	struct sl__stock *next, *prev; /* the registry, under its lock */
 	/* Fence protocol: a folder's request that the owner fold some slots'
-	 * ledgers itself (stock.c, "handover"): slot bits and a number. */
+	 * ledgers itself (stock_handover.c): slot bits and a number. */
 	sl_atomic64 ask;
 	sl_atomic64 answered;      /* owner: the number of the last ask done */
 	uint64_t asked;            /* folder, under the registry lock */
 	/* Slot bits: other threads took these slots' ledgers by a fold, so
 	 * they uncharge what the owner charges; the owner's next refills fold
-	 * those ledgers into local themselves (stock.c, "handover"). */
+	 * those ledgers into local themselves (stock_handover.c). */
 	sl_atomic64 wanted;
 };
 
@@ -281,7 +289,7 @@ static inline struct sl__slot *sl__slot_find(struct sl__stock *s, const sl_group
 }
 
 /*
- * The two protocols between a stock's owner and other threads (stock.c says
+ * The two protocols between a stock's owner and other threads (docs/stocks.md says
  * why): with SL__STOCK_FENCE the owner's fast path writes its slot word with
  * a plain store between raising its inflight flag and lowering it, and a
  * thread that takes from other threads' slots first raises sl__stock_takers
@@ -297,7 +305,7 @@ void sl__stock_protocol_init(void);
 
 /* sl__stock_takers: a taker is at work (fence and take); a folder waits
  * for owners to answer their stock's ask, which they do on their next
- * charge (no fence; stock.c, "handover"). */
+ * charge (no fence; stock_handover.c). */
 #define SL__TAKERS_TAKE 1
 #define SL__TAKERS_ASK 2
 
@@ -392,6 +400,7 @@ int sl__counter_try(sl_group *g, uint64_t amount, unsigned flags, uint64_t stock
 void sl__counter_cancel(sl_group *g, uint64_t amount);
 uint64_t sl__counter_usage(const sl_group *g);
 bool sl__counter_room(const sl_group *g, uint64_t amount);
+bool sl__counter_within(const sl_group *g);
 uint64_t sl__counter_set_limits(sl_group *g, const struct sl_limits *lim);
 void sl__counter_wake_background(sl_tree *t);
 void sl__counter_protect(sl_group *g);
@@ -399,7 +408,8 @@ void sl__counter_protect(sl_group *g);
 void sl__refault_evicted(sl_tree *t, uint64_t units);
 uint64_t sl__refault_rank(const sl_group *g);
 
-/* ---- 4: stock.c ---- */
+/* ---- 4: stock.c (the owner's side), stock_take.c (the takers'),
+ * stock_handover.c (the handover) ---- */
 extern _Thread_local struct sl__stock *sl__tls_stock __attribute__((tls_model("initial-exec")));
 struct sl__stock *sl__stock_get(void);
 int sl__stock_refill(struct sl__stock *s, sl_group *g, uint64_t amount);
@@ -407,6 +417,7 @@ void sl__stock_keep(sl_group *g, uint64_t units);
 uint64_t sl__stock_drain_subtree(const sl_group *top);
 uint64_t sl__stock_drain_mine(const sl_group *top);
 uint64_t sl__stock_drain_group(const sl_group *g);
+void sl__stock_drain_limited(const sl_group *top);
 void sl__stock_fold_ledgers(const sl_group *g);
 void sl__stock_forget_tree(const sl_tree *t);
 void sl__stock_quiesce(void);
@@ -432,6 +443,7 @@ struct sl__floor {
 struct sl__reclaim {
 	sl_tree *t;
 	sl_group *scope;
+	const sl_group *end; /* claims are checked from a group up to here, excluded */
 	uint64_t target;
 	uint64_t must;  /* what pass 2 may serve: all of target, or a charge's need without its batch */
 	uint64_t freed;
@@ -445,6 +457,7 @@ uint64_t sl__own_of(const sl_group *g);
 uint64_t sl__soft_of(const sl_group *g);
 uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor, uint64_t within);
 uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must, bool drain);
+uint64_t sl__reclaim_ahead(sl_group *scope, uint64_t target);
 bool sl__pass2_begin(struct sl__reclaim *r);
 void sl__pin(sl_group *g);
 void sl__unpin(sl_group *g);
@@ -474,6 +487,8 @@ struct sl__node *sl__snapshot(sl_tree *t, sl_group *top, size_t *n_out);
 void sl__snapshot_free(struct sl__node *v, size_t n);
 void sl__snapshot_refresh(struct sl__node *v, size_t n);
 uint64_t sl__proportional(struct sl__reclaim *r, sl_group *top, uint64_t amount);
+void sl__floors_min(struct sl__node *v, size_t n);
+uint64_t sl__kept(sl_tree *t, sl_group *top);
 /* victims.c: candidates from the over-soft index, largest excess first */
 struct sl__cand {
 	sl_group *g;

@@ -25,13 +25,26 @@ static int shrink_to_max(sl_group *g, uint64_t count)
 	return sl__usage_of(g) <= max ? 0 : -EBUSY;
 }
 
+/*
+ * The count read after the new max is in place includes every charge that
+ * passed the old one (counter.c).  Units in stocks are handed out without a
+ * look at any limit, so when that count is above the new max or high, the
+ * stocks of g's subtree give theirs back first, in every context (a walk
+ * or a callback too, where no reclaim follows): then every later charge
+ * meets the new limits on the counters, as the header promises.
+ */
 int sl_group_set_limits(sl_group *g, const struct sl_limits *lim)
 {
+	uint64_t count;
+
 	if (!sl__group_valid(g) || !lim || !sl__limits_valid(lim))
 		return -EINVAL;
-	/* The count read after the new max is in place includes every
-	 * charge that passed the old one (counter.c). */
-	return shrink_to_max(g, sl__counter_set_limits(g, lim));
+	count = sl__counter_set_limits(g, lim);
+	if (count > sl__min_u64(lim->max, lim->high) && g->tree->batch) {
+		sl__stock_drain_limited(g);
+		count = sl__counter_usage(g);
+	}
+	return shrink_to_max(g, count);
 }
 
 int sl_high_pending(void)

@@ -20,7 +20,7 @@
 
 enum om_kind { OM_GAUGE, OM_LIMIT, OM_COUNTER };
 
-/* Amounts are labelled bytes, the unit of most hosts (SPEC.md section 2). */
+/* Amounts are labelled bytes, the unit of most hosts (softlimit.h). */
 static const struct om_family {
 	const char *name; /* without the counter's _total */
 	enum om_kind kind;

@@ -62,5 +62,6 @@ const struct sl__policy sl__policy_gatekeeper = {
 	.name = "gatekeeper",
 	.reclaim = reclaim,
 	.effective = effective,
+	.floors = sl__floors_min,
 	.min_on_path = true,
 };

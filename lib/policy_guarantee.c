@@ -71,6 +71,7 @@ const struct sl__policy sl__policy_guarantee = {
 	.name = "guarantee",
 	.reclaim = reclaim,
 	.effective = effective,
+	.floors = sl__floors_min,
 	.min_on_path = true,
 };
 
@@ -80,6 +81,7 @@ const struct sl__policy sl__policy_refault = {
 	.name = "refault",
 	.reclaim = reclaim,
 	.effective = effective,
+	.floors = sl__floors_min,
 	.min_on_path = true,
 	.by_refault = true,
 };

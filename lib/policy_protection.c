@@ -354,6 +354,16 @@ out:
 	sl__snapshot_free(v, n);
 }
 
+/* No reclaim takes a group below its effective min. */
+static void floors(struct sl__node *v, size_t n)
+{
+	size_t i;
+
+	compute_emin(v, n);
+	for (i = 0; i < n; i++)
+		v[i].floor = v[i].emin;
+}
+
 static void reclaim(struct sl__reclaim *r)
 {
 	pass1(r);
@@ -378,5 +388,6 @@ const struct sl__policy sl__policy_protection = {
 	.name = "protection",
 	.reclaim = reclaim,
 	.effective = effective,
+	.floors = floors,
 	.min_on_path = false,
 };

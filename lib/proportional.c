@@ -127,6 +127,56 @@ static uint64_t take_subtree(struct sl__reclaim *r, struct sl__node *v, size_t i
 	return got;
 }
 
+/* The floors of policies that floor every group at its min (all but
+ * PROTECTION): struct sl__policy's floors. */
+void sl__floors_min(struct sl__node *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		v[i].floor = sl__load(&v[i].g->min, SL_RELAXED);
+}
+
+/*
+ * What no reclaim of top's subtree may take: kept(g) = min(count(g),
+ * max(floor(g), the children's kept + g's own charges if g has no
+ * callback)), the floor being the policy's (min, or effective min under
+ * PROTECTION).  Stock units count as given back.  Children are read before
+ * their parent, so a charge or uncharge in flight makes this too small
+ * rather than too large, and a charge that needs more room than max less
+ * this can never fit by reclaim.  0 when it cannot be told (no memory).
+ */
+uint64_t sl__kept(sl_tree *t, sl_group *top)
+{
+	struct sl__node *v;
+	uint64_t kept;
+	size_t n, i;
+
+	v = sl__snapshot(t, top, &n);
+	if (!v)
+		return 0;
+	for (i = n; i-- > 0;)
+		v[i].usage = sl__usage_of(v[i].g);
+	t->policy->floors(v, n);
+	/* acc: the children's usage; rec: what the children keep, then what
+	 * g keeps. */
+	for (i = 0; i < n; i++)
+		v[i].acc = v[i].rec = 0;
+	for (i = n; i-- > 0;) {
+		uint64_t own = v[i].usage - sl__min_u64(v[i].usage, v[i].acc);
+		uint64_t k = v[i].rec + (v[i].g->reclaim_fn ? 0 : own);
+
+		v[i].rec = sl__min_u64(v[i].usage, k > v[i].floor ? k : v[i].floor);
+		if (i > 0) {
+			v[v[i].parent].acc += v[i].usage;
+			v[v[i].parent].rec += v[i].rec;
+		}
+	}
+	kept = v[0].rec;
+	sl__snapshot_free(v, n);
+	return kept;
+}
+
 /*
  * Reclaim up to amount from top's subtree in proportion to what each group
  * holds above its min.

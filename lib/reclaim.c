@@ -81,13 +81,14 @@ static uint64_t step_floor(const struct sl__reclaim *r, const sl_group *p)
 
 /*
  * Claim up to want units of g's own charges: at most what every level from
- * g up to the scope can give above its floor, net of the claims of the
+ * g up to r->end (the scope, or the root for reclaim ahead of need) can
+ * give above its floor, net of the claims of the
  * reclaims in flight; the claim is added to g and every ancestor.  Returns
  * what was claimed.  floor is g's own floor in this step.
  */
 static uint64_t claim(struct sl__reclaim *r, sl_group *g, uint64_t want, uint64_t floor)
 {
-	const sl_group *end = r->scope->parent;
+	const sl_group *end = r->end;
 	bool min_on_path = r->t->policy->min_on_path;
 	sl_group *p;
 
@@ -213,22 +214,56 @@ uint64_t sl__reclaim_group(struct sl__reclaim *r, sl_group *g, uint64_t want, ui
  * reclaim passes must = 0.  drain: give back the scope's stocks first
  * (callers that just did pass false).
  */
-uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must, bool drain)
+static uint64_t run(struct sl__reclaim *r, bool drain)
 {
-	struct sl__reclaim r = { .t = scope->tree, .scope = scope, .target = target, .must = must };
-
 	/* Relaxed: counts and numbers only. */
-	sl__fetch_add(&r.t->reclaimers, 1, SL_RELAXED);
-	r.seq = sl__fetch_add(&r.t->reclaim_seq, 1, SL_RELAXED) + 1;
+	sl__fetch_add(&r->t->reclaimers, 1, SL_RELAXED);
+	r->seq = sl__fetch_add(&r->t->reclaim_seq, 1, SL_RELAXED) + 1;
 	sl__tls_reclaiming++;
 	/* Decide on real usage: idle stock units are not anyone's usage
 	 * (a charge at max drained what it chose to already). */
 	if (drain)
-		sl__stock_drain_subtree(scope);
-	r.t->policy->reclaim(&r);
+		sl__stock_drain_subtree(r->scope);
+	r->t->policy->reclaim(r);
 	sl__tls_reclaiming--;
-	sl__fetch_sub(&r.t->reclaimers, 1, SL_RELAXED);
-	return r.freed;
+	sl__fetch_sub(&r->t->reclaimers, 1, SL_RELAXED);
+	return r->freed;
+}
+
+uint64_t sl__reclaim(sl_group *scope, uint64_t target, uint64_t must, bool drain)
+{
+	struct sl__reclaim r = { .t = scope->tree, .scope = scope, .end = scope->parent, .target = target, .must = must };
+
+	return run(&r, drain);
+}
+
+/*
+ * Reclaim ahead of need (background reclaim): up to target from scope's
+ * subtree, from what pass 1 may take (must = 0), and never below what the
+ * policy grants scope or any group above it, as sl_group_stats() reports
+ * it (emin, esoft).  A reclaim for need does not shield its scope (its own
+ * soft limit and protection are what it must give up at its max); ahead of
+ * need nothing presses, so scope and its ancestors keep their grant as
+ * floors, and every claim is checked up to the root.  Below scope, pass 1
+ * spares what the policy grants each group already.
+ */
+uint64_t sl__reclaim_ahead(sl_group *scope, uint64_t target)
+{
+	struct sl__floor grant[SL_DEPTH_MAX + 1];
+	struct sl__reclaim r = { .t = scope->tree, .scope = scope, .end = NULL, .target = target };
+	sl_group *p;
+	size_t n = 0;
+
+	/* A list of frames as the policies' steps push them; step_floor()
+	 * reads them in any order. */
+	for (p = scope; p; p = p->parent, n++) {
+		uint64_t emin, esoft;
+
+		r.t->policy->effective(p, &emin, &esoft);
+		grant[n] = (struct sl__floor){ .g = p, .floor = emin > esoft ? emin : esoft, .prev = n ? &grant[n - 1] : NULL };
+	}
+	r.floors = &grant[n - 1];
+	return run(&r, false);
 }
 
 /* Before pass 2: lower the target to what pass 2 may serve; false when

@@ -25,24 +25,29 @@ extern unsigned sl__fold_rounds;
  * so that a test can make other threads move units exactly there. */
 extern void (*sl__fold_hook)(sl_group *g, bool exact);
 
-/* stock.c: the protocol between stock owners and takers, chosen at the
+/* stock_take.c: the protocol between stock owners and takers, chosen at the
  * first sl_tree_create(): 1 for the membarrier fence protocol, 0 for
  * compare-and-swap (SOFTLIMIT_MEMBARRIER=0, no membarrier, TSan). */
 extern int sl__stock_protocol;
-/* stock.c, fence protocol: folds whose owners all answered (no fence),
- * and fences issued by takers. */
+/* stock_handover.c, stock_take.c, fence protocol: folds whose owners all
+ * answered (no fence), and fences issued by takers. */
 extern _Atomic uint64_t sl__stock_answered_folds, sl__stock_fences;
-/* stock.c: refills that fold a slot's ledger into local after another
+/* stock_handover.c: refills that fold a slot's ledger into local after another
  * thread asked for it or took it (64); tests that need ledgers to stay in
  * their slots set 0. */
 extern unsigned sl__eager_refills;
-/* stock.c, both protocols: ledgers a fold took from other threads' slots. */
+/* stock_take.c, both protocols: ledgers a fold took from other threads' slots. */
 extern _Atomic uint64_t sl__stock_ledgers_taken;
-/* stock.c: give back what the calling thread's own stock holds for top's
+/* stock_take.c: give back what the calling thread's own stock holds for top's
  * subtree, as its exit does (a test's main thread never exits).  Returns
  * the units given back. */
 uint64_t sl__stock_drain_mine(const sl_group *top);
-/* stock.c: called while a fold waits for owners to answer (under the
+/* stock.c: called in a keep of units that an uncharge of g gives back,
+ * after its room check and before its units go into the slot (only when no
+ * transit is needed: no flag is up), so that a test can lower a limit
+ * exactly there. */
+extern void (*sl__keep_hook)(sl_group *g);
+/* stock_handover.c: called while a fold waits for owners to answer (under the
  * registry lock; after the answers were looked at, before the time limit
  * is), so that a test can have an owner charge exactly then. */
 extern void (*sl__ask_hook)(void);

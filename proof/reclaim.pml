@@ -32,7 +32,7 @@
  *   different times; MUTANT_USAGE_SPLIT puts that back, proof/README.md).
  *   With -DCLAIM_KEEP thread 1 charges 3 units instead, then uncharges 2:
  *   the second uncharge finds its slot at the cap and keeps its unit,
- *   which gives all but a batch back (stock.c:589-593) while thread 0's
+ *   which gives all but a batch back (stock.c:306-330) while thread 0's
  *   claims read A's usage (MUTANT_KEEP_NO_TRANSIT: without the transit).
  * -DCFG_OOM: R max 2, A min 2, the host holds 2 units of A, so no reclaim
  *   can make room.
@@ -102,7 +102,7 @@
 #endif
 /* reclaim.c:27 sl__tls_in_reclaim, a thread's own: raised around a reclaim
  * callback (reclaim.c:184-186) and the OOM handler (atmax.c:54-56); an
- * uncharge inside keeps nothing in the stock (stock.c:572) */
+ * uncharge inside keeps nothing in the stock (stock.c:289) */
 #define IN_RECLAIM inrec
 #ifdef CFG_CLAIM_REFILL
 /* the host's uncharges of g, counted when they start and when they return
@@ -176,7 +176,7 @@ inline charge_begin(g, amt)
 }
 
 /*
- * stock.c:sl__stock_usage:931-954: the host's usage of top's subtree, the
+ * stock_take.c:sl__stock_usage:371-394: the host's usage of top's subtree, the
  * count less the units that stocks hold, read under the registry lock with
  * every transit (a refill or a rebind) kept out (transit_begin()).  Each
  * slot is read in its own step: fast paths go on meanwhile.
@@ -192,23 +192,23 @@ inline stock_usage(top, u)
 	}
 	lock(reglock);
 #else
-	lock(reglock); /* stock.c:941 */
-	usage_reads = 1; /* stock.c:944 */
+	lock(reglock); /* stock_take.c:381 */
+	usage_reads = 1; /* stock_take.c:384 */
 	s = 0;
-	do /* stock.c:945 quiesce_locked() */
+	do /* stock_take.c:385 quiesce_locked() */
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:606 wait */
+		inflight[s] == 0; /* stock_take.c:98 wait */
 		s++
 	od;
 	atomic {
-		u = count[top]; /* stock.c:946 */
+		u = count[top]; /* stock_take.c:386 */
 		kd0 = FREED_DONE(top)
 	}
 #endif
 	n = 0;
 	s = 0;
-	do /* stock.c:947 scan_locked() */
+	do /* stock_take.c:387 scan_locked() */
 	:: s == NT -> break
 	:: else ->
 		atomic {
@@ -220,7 +220,7 @@ inline stock_usage(top, u)
 		}
 	od;
 	s = 0;
-	u = u - min2(u, n); /* stock.c:952-953 */
+	u = u - min2(u, n); /* stock_take.c:392-393 */
 #ifdef CFG_CLAIM_REFILL
 	/* a usage read counts no stock's units as the host's: no more than
 	 * the host holds, charges in flight and the units of uncharges that
@@ -228,17 +228,17 @@ inline stock_usage(top, u)
 	assert(u <= hu[top] + pend[top] + FREED_SINCE(top));
 #endif
 	n = 0;
-	usage_reads = 0; /* stock.c:948 */
-	unlock(reglock) /* stock.c:949 */
+	usage_reads = 0; /* stock_take.c:388 */
+	unlock(reglock) /* stock_take.c:389 */
 }
 
-/* stock.c:sl__stock_drain_mine:869-879: take this thread's own slot if it
+/* stock_take.c:sl__stock_drain_mine:285-295: take this thread's own slot if it
  * is bound in top's subtree (only its owner or a taker under the registry
  * lock, which we hold, writes it: one step). */
 inline drain_mine(top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:875 */
+	lock(reglock); /* stock_take.c:291 */
 	atomic {
 		if
 		:: sgroup[me] != NONE && is_ancestor(top, sgroup[me]) ->
@@ -252,18 +252,18 @@ inline drain_mine(top, du)
 	if
 	:: tu || tl ->
 		sg = sgroup[me];
-		slot_flush(sg, tu, tl); /* stock.c:876, take_slot:688-691 */
+		slot_flush(sg, tu, tl); /* stock_take.c:292, stock_take.c:take_slot:174-177 */
 		du = tu;
 		sg = 0;
 		tu = 0;
 		tl = 0
 	:: else
 	fi;
-	unlock(reglock) /* stock.c:877 */
+	unlock(reglock) /* stock_take.c:293 */
 }
 
 /* reclaim.c:sl__own_of:41-44: local plus this thread's ledger
- * (stock.c:sl__stock_my_ledger:970-975) */
+ * (stock_take.c:sl__stock_my_ledger:410-415) */
 #define own_of(g) (lcl[g] + (sgroup[me] == g -> sledger[me] : 0))
 
 /*

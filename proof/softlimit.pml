@@ -7,7 +7,7 @@
  * Promela statement (or atomic block) is one C atomic access or one step
  * under a lock: SPIN interleaves the threads at every such step.
  *
- * Two stock protocols (lib/stock.c:31-101 says why both):
+ * Two stock protocols (docs/stocks.md says why both):
  *  - CAS (the default here; lib/ uses it where membarrier is missing and in
  *    TSan builds): the owner's fast path is a compare-and-swap on its slot
  *    word, one atomic step;
@@ -34,10 +34,10 @@
  *    failed ones change nothing), and spinning waits (quiesce, the
  *    takers' wait, destroy's pins) are blocking guards, so a wait that
  *    never ends is a deadlock;
- *  - the folder's bounded wait for answers (stock.c:805-821, at most about
+ *  - the folder's bounded wait for answers (stock_handover.c:164-180, at most about
  *    a fence's time) is a choice: the folder may give up at any moment,
- *    or wait until every answer is in; ask_skip/ask_backoff (stock.c:781-
- *    784, 828-833) are the same choice at the start (any fold may fence
+ *    or wait until every answer is in; ask_skip/ask_backoff (stock_handover.c:140-
+ *    143, 187-190) are the same choice at the start (any fold may fence
  *    without asking);
  *  - one slot per thread (SL__STOCK_SLOTS is 8; eviction is the same
  *    rebind as a first bind), so an ask's slot bits are always slot 0's;
@@ -67,7 +67,7 @@
 #ifndef BATCH
 #define BATCH 1
 #endif
-#define CAP (2 * BATCH)	/* stock.c:stock_bind:332 cap = 2 * batch */
+#define CAP (2 * BATCH)	/* stock.c:stock_bind:144 cap = 2 * batch */
 #ifndef FOLD_ROUNDS
 #define FOLD_ROUNDS 1	/* uncharge.c:13 SL__FOLD_ROUNDS is 2; any number is the same protocol */
 #endif
@@ -75,7 +75,7 @@
 #define parent(g) (g == R -> NONE : R)
 /* group.c:sl__is_ancestor(): anc is g or above it */
 #define is_ancestor(anc, g) (anc == g || anc == R)
-/* stock.c:match_group:654-657 (mt 0), match_subtree:653-656 (mt 1) */
+/* stock_take.c:match_group:140-143 (mt 0), stock_take.c:match_subtree:139-142 (mt 1) */
 #define matches(mt, top, sg) (sg != NONE && ((mt == 0 && sg == top) || (mt == 1 && is_ancestor(top, sg))))
 
 /* ---- the groups (internal.h struct sl_group) ---- */
@@ -93,28 +93,29 @@ byte sunits[NT];
 byte sledger[NT];
 byte stag[NT];
 bit inflight[NT];
-bit reglock;		/* stock.c:206 registry_lock */
-bit usage_reads;	/* stock.c:439 usage_reads: a usage read at work */
+bit reglock;		/* stock.c:28 registry_lock */
+bit usage_reads;	/* stock.c:153 usage_reads: a usage read at work */
 
 #ifdef FENCE
-/* ---- the fence protocol (stock.c:31-101, 331-427, 695-859;
- * internal.h:283-325) ---- */
-#define TAKERS_TAKE 1	/* internal.h:301 SL__TAKERS_TAKE */
-#define TAKERS_ASK 2	/* internal.h:302 SL__TAKERS_ASK */
-byte takers;		/* stock.c:148 sl__stock_takers */
+/* ---- the fence protocol (docs/stocks.md, stock_handover.c:24-113,
+ * stock_take.c:163-275;
+ * internal.h:287-329) ---- */
+#define TAKERS_TAKE 1	/* internal.h:305 SL__TAKERS_TAKE */
+#define TAKERS_ASK 2	/* internal.h:306 SL__TAKERS_ASK */
+byte takers;		/* stock_take.c:35 sl__stock_takers */
 /* internal.h struct sl__stock: ask (the slot bits are slot 0's, so ask
  * holds the number alone, 0 = none), answered, asked (the folder's,
  * under the registry lock) */
 byte sask[NT];
 byte answered[NT];
 byte asked[NT];
-byte ask_seq;		/* stock.c:355 */
+byte ask_seq;		/* stock_handover.c:36 */
 #endif
 /* Both protocols: internal.h struct sl__stock wanted (a fold took the
- * slot's ledger: take_slot, stock.c:690-693) and eager (refills left that
- * fold the ledger into local: stock.c:477-486, and answer() under FENCE) */
+ * slot's ledger: take_slot, stock_take.c:176-179) and eager (refills left that
+ * fold the ledger into local: stock.c:191-200, and answer() under FENCE) */
 #ifndef EAGER_REFILLS
-#define EAGER_REFILLS 2	/* stock.c:347 EAGER_REFILLS is 64; the model's threads refill twice at most */
+#define EAGER_REFILLS 2	/* stock_handover.c:28 EAGER_REFILLS is 64; the model's threads refill twice at most */
 #endif
 bit wanted[NT];
 byte eager[NT];
@@ -163,21 +164,21 @@ inline op_end()
 	}
 }
 
-/* counter.c:sl__counter_cancel:182-188 */
+/* counter.c:sl__counter_cancel:200-206 */
 inline counter_cancel(g, amt)
 {
 	q = g;
 	do
 	:: q == NONE -> break
 	:: else ->
-		count[q] = count[q] - (amt); /* counter.c:187 level_sub():98 fetch_sub */
+		count[q] = count[q] - (amt); /* counter.c:205 level_sub():98 fetch_sub */
 		q = parent(q)
 	od;
 	q = 0
 }
 
 /*
- * counter.c:sl__counter_try:120-179.  rc: OK or ENOMEM; failg: the group in
+ * counter.c:sl__counter_try:138-197.  rc: OK or ENOMEM; failg: the group in
  * the way.  Overflow (-EINVAL) cannot happen with these small numbers.
  */
 inline counter_try(g, amt, force, rc, failg)
@@ -187,10 +188,10 @@ inline counter_try(g, amt, force, rc, failg)
 	do
 	:: p == NONE -> break
 	:: else ->
-		do /* counter.c:131 again: */
-		:: /* counter.c:132 lim = force ? UINT64_MAX : max (high unlimited: :133-138) */
+		do /* counter.c:149 again: */
+		:: /* counter.c:150 lim = force ? UINT64_MAX : max (high unlimited: :151-156) */
 			lim = (force -> UNLIMITED : maxv[p]);
-			/* counter.c:139-148 the CAS loop: the iteration that succeeds
+			/* counter.c:157-166 the CAS loop: the iteration that succeeds
 			 * checks cur + amount <= lim on the count it swaps */
 			atomic {
 				if
@@ -214,15 +215,15 @@ inline counter_try(g, amt, force, rc, failg)
 			win[p] = win[p] - (force -> 0 : (amt));
 			break
 #else
-			/* counter.c:149 re-read max, seq_cst */
+			/* counter.c:167 re-read max, seq_cst */
 			if
 			:: !force && cur > maxv[p] ->
-				/* counter.c:151 max fell under us: take this level back */
+				/* counter.c:169 max fell under us: take this level back */
 				atomic {
 					count[p] = count[p] - (amt);
 					win[p] = win[p] - (amt)
 				}
-				/* counter.c:152 goto again */
+				/* counter.c:170 goto again */
 			:: else ->
 				win[p] = win[p] - (force -> 0 : (amt));
 				break
@@ -233,11 +234,11 @@ inline counter_try(g, amt, force, rc, failg)
 		:: rc != OK -> break
 		:: else
 		fi;
-		p = parent(p) /* counter.c:128 */
+		p = parent(p) /* counter.c:146 */
 	od;
 	if
 	:: rc != OK ->
-		/* counter.c:173-177 undo the levels below p */
+		/* counter.c:191-195 undo the levels below p */
 		q = g;
 		do
 		:: q == p -> break
@@ -255,7 +256,7 @@ inline counter_try(g, amt, force, rc, failg)
 }
 
 /*
- * counter.c:sl__counter_room:196-206: every level on g's path has room for
+ * counter.c:sl__counter_room:214-224: every level on g's path has room for
  * amt more under its max (high is unlimited here, so min(max, high) is
  * max).  ok: 1 if so.  C loads max and count (relaxed) one after the
  * other; one step here, per level: no configuration changes a max while a
@@ -265,8 +266,8 @@ inline counter_room(g, amt, ok)
 {
 	p = g;
 	ok = 1;
-	do /* counter.c:198 */
-	:: atomic { /* counter.c:199-200 max and count, :202-203 */
+	do /* counter.c:216 */
+	:: atomic { /* counter.c:217-218 max and count, :220-221 */
 		p != NONE && ok ->
 		ok = (count[p] <= maxv[p] && maxv[p] - count[p] >= (amt));
 		p = parent(p)
@@ -275,15 +276,15 @@ inline counter_room(g, amt, ok)
 	od
 }
 
-/* counter.c:sl__counter_set_limits:222-240, limits.c:sl_group_set_limits:28-35
+/* counter.c:sl__counter_set_limits:255-273, limits.c:sl_group_set_limits:36-48
  * and shrink_to_max:10-26 for a group whose subtree has no callback (so
  * sl__reclaim() frees nothing): the new max, then drain and look. */
 inline set_max(g, newmax, rc)
 {
 	stable[g] = 0; /* ghost: the old max is going */
-	/* counter.c:229 exchange max, seq_cst */
+	/* counter.c:262 exchange max, seq_cst */
 	maxv[g] = newmax;
-	/* counter.c:230 read count again, seq_cst */
+	/* counter.c:263 read count again, seq_cst */
 	cur = count[g];
 	if
 	:: cur <= maxv[g] -> rc = OK /* limits.c:15-16 */
@@ -301,28 +302,28 @@ inline set_max(g, newmax, rc)
 	du = 0
 }
 
-/* stock.c:slot_flush:220-226 */
+/* stock.h:slot_flush:19-25 */
 inline slot_flush(g, u, l)
 {
 	if
-	:: l -> lcl[g] = lcl[g] + (l) /* stock.c:222-223 */
+	:: l -> lcl[g] = lcl[g] + (l) /* stock.h:21-22 */
 	:: else
 	fi;
 	if
-	:: u -> counter_cancel(g, u) /* stock.c:224-225 */
+	:: u -> counter_cancel(g, u) /* stock.h:23-24 */
 	:: else
 	fi
 }
 
-/* stock.c:stock_bind:296-335 with one slot: bind it to g, flushing what
+/* stock.c:stock_bind:108-147 with one slot: bind it to g, flushing what
  * it held for its old group.  The caller is in a transit (inflight up). */
 inline stock_bind(me, g)
 {
 	if
-	:: sgroup[me] == g -> skip /* stock.c:298, :304-305 found */
+	:: sgroup[me] == g -> skip /* stock.c:110, :116-117 found */
 	:: else ->
-		og = sgroup[me]; /* stock.c:316 */
-		/* stock.c:321-324 exchange: contents out, tag bumped */
+		og = sgroup[me]; /* stock.c:128 */
+		/* stock.c:133-136 exchange: contents out, tag bumped */
 		atomic {
 			tu = sunits[me];
 			tl = sledger[me];
@@ -331,83 +332,83 @@ inline stock_bind(me, g)
 			stag[me] = stag[me] + 1
 		}
 		if
-		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:325-326 */
+		:: og != NONE -> slot_flush(og, tu, tl) /* stock.c:137-138 */
 		:: else
 		fi;
-		sgroup[me] = g; /* stock.c:329 */
-		eager[me] = 0; /* stock.c:330 */
+		sgroup[me] = g; /* stock.c:141 */
+		eager[me] = 0; /* stock.c:142 */
 		og = 0;
 		tu = 0;
 		tl = 0
 	fi
 }
 
-/* stock.c:transit_begin:455-465: raise the flag, then look for a usage
+/* stock.c:transit_begin:169-179: raise the flag, then look for a usage
  * read; if one is at work, lower the flag and wait on the registry lock
  * (which the reader holds) before trying again. */
 inline transit_begin(me)
 {
 	do
-	:: inflight[me] = 1; /* stock.c:458 */
+	:: inflight[me] = 1; /* stock.c:172 */
 		if
-		:: usage_reads == 0 -> break /* stock.c:459-460 */
+		:: usage_reads == 0 -> break /* stock.c:173-174 */
 		:: else ->
-			inflight[me] = 0; /* stock.c:461 */
-			lock(reglock); /* stock.c:462 */
-			unlock(reglock) /* stock.c:463 */
+			inflight[me] = 0; /* stock.c:175 */
+			lock(reglock); /* stock.c:176 */
+			unlock(reglock) /* stock.c:177 */
 		fi
 	od
 }
 
 #ifdef FENCE
-/* stock.c:answer:371-405: the owner folds the ledger its ask names into
+/* stock_handover.c:answer:52-86: the owner folds the ledger its ask names into
  * local itself and says so. */
 inline answer(me)
 {
 #ifndef MUTANT_ANSWER_NO_INFLIGHT
-	inflight[me] = 1; /* stock.c:379 */
+	inflight[me] = 1; /* stock_handover.c:60 */
 #endif
-	atomic { /* stock.c:381 exchange the ask for 0 */
+	atomic { /* stock_handover.c:62 exchange the ask for 0 */
 		a = sask[me];
 		sask[me] = 0
 	}
 	if
-	:: a -> /* stock.c:382-387 slot 0's bit */
-		eager[me] = EAGER_REFILLS; /* stock.c:390 */
-		atomic { /* stock.c:392-394 CAS the ledger out */
+	:: a -> /* stock_handover.c:63-68 slot 0's bit */
+		eager[me] = EAGER_REFILLS; /* stock_handover.c:71 */
+		atomic { /* stock_handover.c:73-75 CAS the ledger out */
 			tl = sledger[me];
 			sledger[me] = 0
 		}
 		if
-		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock.c:397-398 */
+		:: tl -> lcl[sgroup[me]] = lcl[sgroup[me]] + tl /* stock_handover.c:78-79 */
 		:: else
 		fi;
 		tl = 0
 	:: else
 	fi;
-	answered[me] = a; /* stock.c:402 (0 if the ask was withdrawn) */
+	answered[me] = a; /* stock_handover.c:83 (0 if the ask was withdrawn) */
 #ifndef MUTANT_ANSWER_NO_INFLIGHT
-	inflight[me] = 0; /* stock.c:404 */
+	inflight[me] = 0; /* stock_handover.c:85 */
 #endif
 	a = 0
 }
 
-/* stock.c:charge_flagged:415-433: the takers' flag is up; answer our ask
+/* stock_handover.c:charge_flagged:96-114: the takers' flag is up; answer our ask
  * if there is one, then hand amt out of the slot by CAS.  fl: done. */
 inline charge_flagged(me, g, amt, fl)
 {
 	fl = 0;
 	if
-	:: takers & TAKERS_ASK -> /* stock.c:422 */
+	:: takers & TAKERS_ASK -> /* stock_handover.c:103 */
 		if
-		:: sask[me] -> answer(me) /* stock.c:422-423 */
+		:: sask[me] -> answer(me) /* stock_handover.c:103-104 */
 		:: else
 		fi
 	:: else
 	fi;
 	if
-	:: sgroup[me] == g -> /* stock.c:424-426 */
-		atomic { /* stock.c:427-431 the CAS */
+	:: sgroup[me] == g -> /* stock_handover.c:105-107 */
+		atomic { /* stock_handover.c:108-112 the CAS */
 			if
 			:: sunits[me] >= (amt) ->
 				sunits[me] = sunits[me] - (amt);
@@ -421,12 +422,12 @@ inline charge_flagged(me, g, amt, fl)
 }
 #endif
 
-/* stock.c:sl__stock_refill:494-545.  rc: 0 refilled and amt handed out,
+/* stock.c:sl__stock_refill:208-259.  rc: 0 refilled and amt handed out,
  * 1 the caller must charge exactly. */
 inline stock_refill(me, g, amt, rc)
 {
 #ifdef FENCE
-	/* stock.c:500-502 */
+	/* stock.c:214-216 */
 	if
 	:: takers != 0 -> charge_flagged(me, g, amt, fl)
 	:: else -> fl = 0
@@ -435,7 +436,7 @@ inline stock_refill(me, g, amt, rc)
 	:: fl -> rc = 0
 	:: else ->
 #endif
-	/* stock.c:503-504 note_wanted(): a fold took our ledger */
+	/* stock.c:217-218 note_wanted(): a fold took our ledger */
 	if
 	:: wanted[me] ->
 		atomic {
@@ -444,12 +445,12 @@ inline stock_refill(me, g, amt, rc)
 		}
 	:: else
 	fi;
-	transit_begin(me); /* stock.c:508 */
-	stock_bind(me, g); /* stock.c:509 */
-	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:510 */
+	transit_begin(me); /* stock.c:222 */
+	stock_bind(me, g); /* stock.c:223 */
+	counter_try(g, (amt) + BATCH, 0, crc, cfail); /* stock.c:224 */
 	if
 	:: crc != OK ->
-		inflight[me] = 0; /* stock.c:511 transit_end() */
+		inflight[me] = 0; /* stock.c:225 transit_end() */
 		rc = 1
 	:: else ->
 #ifdef MUTANT_REFILL_AFTER_DRAIN
@@ -458,13 +459,13 @@ inline stock_refill(me, g, amt, rc)
 		:: false -> skip
 #else
 		if
-		:: checks[g] != 0 -> /* stock.c:519 */
-			counter_cancel(g, (amt) + BATCH); /* stock.c:520 */
-			inflight[me] = 0; /* stock.c:521 */
+		:: checks[g] != 0 -> /* stock.c:233 */
+			counter_cancel(g, (amt) + BATCH); /* stock.c:234 */
+			inflight[me] = 0; /* stock.c:235 */
 			rc = 1
 #endif
 		:: else ->
-			/* stock.c:524-536 the CAS: batch in (up to cap), amt to
+			/* stock.c:238-250 the CAS: batch in (up to cap), amt to
 			 * the ledger; under FENCE, after an answer (eager), the
 			 * whole ledger out to local (:499) */
 			atomic {
@@ -477,19 +478,19 @@ inline stock_refill(me, g, amt, rc)
 			}
 #ifndef MUTANT_EAGER_UNFLAGGED
 			if
-			:: el -> lcl[g] = lcl[g] + el /* stock.c:537-538 */
+			:: el -> lcl[g] = lcl[g] + el /* stock.c:251-252 */
 			:: else
 			fi;
 #endif
 			if
-			:: eager[me] -> eager[me]-- /* stock.c:539-540 */
+			:: eager[me] -> eager[me]-- /* stock.c:253-254 */
 			:: else
 			fi;
 			if
-			:: gb -> counter_cancel(g, gb) /* stock.c:541-542 */
+			:: gb -> counter_cancel(g, gb) /* stock.c:255-256 */
 			:: else
 			fi;
-			inflight[me] = 0; /* stock.c:543 */
+			inflight[me] = 0; /* stock.c:257 */
 #ifdef MUTANT_EAGER_UNFLAGGED
 			/* the bug: the ledger reaches local after the flag fell */
 			if
@@ -511,7 +512,7 @@ inline stock_refill(me, g, amt, rc)
 }
 
 /*
- * stock.c:sl__stock_keep:565-596: the units an uncharge of g took back
+ * stock.c:sl__stock_keep:279-333: the units an uncharge of g took back
  * from the host (units: the uncharge's release) stay counted and go into
  * this thread's slot for g, bound now if need be; past the slot's cap all
  * but a batch go back to the counters.  A rebind and that give-back are
@@ -522,7 +523,7 @@ inline stock_refill(me, g, amt, rc)
  */
 inline stock_keep(me, g, units)
 {
-	/* stock.c:572-573 in C's order: batch is never 0 here, and every
+	/* stock.c:289-290 in C's order: batch is never 0 here, and every
 	 * thread has its stock from the start (sl__stock_get() never fails).
 	 * kroom is 0 here: every way out of this inline leaves it 0. */
 	if
@@ -531,14 +532,14 @@ inline stock_keep(me, g, units)
 		/* the bug: no look at the room on the path */
 		kroom = 1
 #else
-		counter_room(g, BATCH, kroom) /* stock.c:572 */
+		counter_room(g, BATCH, kroom) /* stock.c:289 */
 #endif
 	:: else
 	fi;
 	if
-	:: !kroom -> counter_cancel(g, units) /* stock.c:574 */
+	:: !kroom -> counter_cancel(g, units) /* stock.c:291 */
 	:: else ->
-		/* stock.c:577 sl__slot_find(), :580 the word's units */
+		/* stock.c:294 sl__slot_find(), :297 the word's units */
 #ifdef MUTANT_KEEP_NO_TRANSIT
 		/* the bug: a transit only to bind, none for a give-back */
 		ktr = (sgroup[me] != g);
@@ -547,11 +548,11 @@ inline stock_keep(me, g, units)
 #endif
 		if
 		:: ktr ->
-			transit_begin(me); /* stock.c:582 */
-			stock_bind(me, g) /* stock.c:583 */
+			transit_begin(me); /* stock.c:299 */
+			stock_bind(me, g) /* stock.c:300 */
 		:: else
 		fi;
-		/* stock.c:585-591 the CAS: the units in; past the cap, all but a
+		/* stock.c:302-328 the CAS: the units in; past the cap, all but a
 		 * batch out (back) */
 		atomic {
 			tu = sunits[me] + (units);
@@ -560,11 +561,11 @@ inline stock_keep(me, g, units)
 			tu = 0
 		}
 		if
-		:: gb -> counter_cancel(g, gb) /* stock.c:592-593 */
+		:: gb -> counter_cancel(g, gb) /* stock.c:329-330 */
 		:: else
 		fi;
 		if
-		:: ktr -> /* stock.c:594-595 transit_end() */
+		:: ktr -> /* stock.c:331-332 transit_end() */
 			atomic {
 				inflight[me] = 0;
 				gb = 0;
@@ -581,7 +582,7 @@ inline stock_keep(me, g, units)
 }
 
 #ifdef FENCE
-/* stock.c:others_hold:719-728 through scan_stock:619-638 and note_held:
+/* stock_take.c:others_hold:205-214 through scan_stock:619-638 and note_held:
  * does another thread's slot match and hold what the take would take? */
 inline others_hold(ledger_only, mt, top)
 {
@@ -591,13 +592,13 @@ inline others_hold(ledger_only, mt, top)
 	:: s == NT || held -> break
 	:: else ->
 		if
-		:: s != me -> /* stock.c:725 */
-			/* stock.c:634-637 load the word, test the mask */
+		:: s != me -> /* stock_take.c:211 */
+			/* stock_take.c:120-123 load the word, test the mask */
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0));
 			if
 			:: nonempty ->
-				sg = sgroup[s]; /* stock.c:640 */
-				held = matches(mt, top, sg); /* stock.c:641, :716 */
+				sg = sgroup[s]; /* stock_take.c:126 */
+				held = matches(mt, top, sg); /* stock_take.c:127, :202 */
 				sg = 0
 			:: else
 			fi;
@@ -609,30 +610,30 @@ inline others_hold(ledger_only, mt, top)
 	s = 0
 }
 
-/* stock.c:fold_by_owners:775-836 (mt is match_group): ask the owners of
+/* stock_handover.c:fold_by_owners:134-195 (mt is match_group): ask the owners of
  * other slots of top that hold a ledger to fold it, wait for the answers
  * or give up.  own: every ledger asked for is in local. */
 inline fold_by_owners(top)
 {
 	if
-	:: own = 0 /* stock.c:781-784 ask_skip: fence without asking */
+	:: own = 0 /* stock_handover.c:140-143 ask_skip: fence without asking */
 	:: pending = 0;
 		s = 0;
-		do /* stock.c:785-797 */
+		do /* stock_handover.c:144-156 */
 		:: s == NT -> break
 		:: else ->
 			if
-			:: s != me -> /* stock.c:789-790 */
-				nonempty = (sledger[s] != 0); /* stock.c:791: scan_stock, :634-637 */
+			:: s != me -> /* stock_handover.c:148-149 */
+				nonempty = (sledger[s] != 0); /* stock_handover.c:150: scan_stock, stock_take.c:120-123 */
 				if
 				:: nonempty ->
-					sg = sgroup[s]; /* stock.c:640 */
+					sg = sgroup[s]; /* stock_take.c:126 */
 					if
 					:: matches(0, top, sg) ->
 						ask_seq++;
-						asked[s] = ask_seq; /* stock.c:794 */
-						sask[s] = ask_seq; /* stock.c:795 */
-						pending++ /* stock.c:796 */
+						asked[s] = ask_seq; /* stock_handover.c:153 */
+						sask[s] = ask_seq; /* stock_handover.c:154 */
+						pending++ /* stock_handover.c:155 */
 					:: else
 					fi;
 					sg = 0
@@ -644,11 +645,11 @@ inline fold_by_owners(top)
 			s++
 		od;
 		if
-		:: pending == 0 -> own = 1 /* stock.c:798-799 */
+		:: pending == 0 -> own = 1 /* stock_handover.c:157-158 */
 		:: else ->
-			takers = takers | TAKERS_ASK; /* stock.c:802 */
-			do /* stock.c:805-821 the wait */
-			:: /* stock.c:806-813 one look at every answered: in one
+			takers = takers | TAKERS_ASK; /* stock_handover.c:161 */
+			do /* stock_handover.c:164-180 the wait */
+			:: /* stock_handover.c:165-172 one look at every answered: in one
 			    * step (each is a load in C, but answered only moves
 			    * to the number asked while we wait, so a later load
 			    * sees no less) */
@@ -668,14 +669,14 @@ inline fold_by_owners(top)
 					s = 0
 				}
 				if
-				:: pending == 0 -> break /* stock.c:814 every answer in */
-				:: pending != 0 -> break /* stock.c:814 the wait ran out */
-				:: pending != 0 -> skip /* stock.c:820 wait on */
+				:: pending == 0 -> break /* stock_handover.c:173 every answer in */
+				:: pending != 0 -> break /* stock_handover.c:173 the wait ran out */
+				:: pending != 0 -> skip /* stock_handover.c:179 wait on */
 				fi
 			od;
-			takers = takers & ~TAKERS_ASK; /* stock.c:822 */
+			takers = takers & ~TAKERS_ASK; /* stock_handover.c:181 */
 			s = 0;
-			do /* stock.c:823-827 withdraw the asks left */
+			do /* stock_handover.c:182-186 withdraw the asks left */
 			:: s == NT -> break
 			:: else ->
 				if
@@ -687,19 +688,19 @@ inline fold_by_owners(top)
 				s++
 			od;
 			s = 0;
-			own = (pending == 0) /* stock.c:828-835 */
+			own = (pending == 0) /* stock_handover.c:187-194 */
 		fi;
 		pending = 0
 	fi
 }
 
-/* stock.c:takers_begin:731-747 */
+/* stock_take.c:takers_begin:217-233 */
 inline takers_begin()
 {
-	takers = takers | TAKERS_TAKE; /* stock.c:739 */
-	skip; /* stock.c:740 membarrier(): nothing to do under SC (see the header) */
+	takers = takers | TAKERS_TAKE; /* stock_take.c:225 */
+	skip; /* stock_take.c:226 membarrier(): nothing to do under SC (see the header) */
 	s = 0;
-	do /* stock.c:742-746 wait for every owner's flag to fall */
+	do /* stock_take.c:228-232 wait for every owner's flag to fall */
 	:: s == NT -> break
 	:: else ->
 		inflight[s] == 0;
@@ -708,12 +709,12 @@ inline takers_begin()
 	s = 0
 }
 
-/* stock.c:takers_end:749-755 */
-#define takers_end() takers = takers & ~TAKERS_TAKE /* stock.c:754 */
+/* stock_take.c:takers_end:235-241 */
+#define takers_end() takers = takers & ~TAKERS_TAKE /* stock_take.c:240 */
 #endif
 
 /*
- * stock.c:take:838-858 through scan_locked:640-646, scan_stock:619-638 and
+ * stock_handover.c:take:197, stock_take.c:take:248-273 through scan_locked:640-646, stock.h:scan_stock:38-44, stock_take.c:scan_stock:110-123 and
  * take_slot:671-692: take (mask: units and ledger, or the ledger only) the
  * slots of every thread bound to a group that match accepts, and flush
  * it.  du: units given back.  mt: 0 group, 1 subtree.  Under FENCE only
@@ -723,18 +724,18 @@ inline takers_begin()
 inline take(ledger_only, mt, top, du)
 {
 	du = 0;
-	lock(reglock); /* stock.c:842 */
+	lock(reglock); /* stock_take.c:250 */
 	first = 0;
 	last = NT;
 #ifdef FENCE
-	others_hold(ledger_only, mt, top); /* stock.c:843-844 */
+	others_hold(ledger_only, mt, top); /* stock_take.c:250-251 */
 	if
 	:: !held -> own = 1
 	:: held && ledger_only -> fold_by_owners(top)
 	:: else -> own = 0
 	fi;
 	if
-	:: own -> /* stock.c:849-850 our own stock only */
+	:: own -> /* stock_take.c:256-257 our own stock only */
 #ifdef MUTANT_TAKE_OTHERS_UNFENCED
 		/* the bug: after the look, every stock, without the fence */
 		skip
@@ -742,30 +743,30 @@ inline take(ledger_only, mt, top, du)
 		first = me;
 		last = me + 1
 #endif
-	:: else -> takers_begin() /* stock.c:852 */
+	:: else -> takers_begin() /* stock_take.c:259 */
 	fi;
 #endif
 	s = first;
 	do
 	:: s == last -> break
 	:: else ->
-		/* stock.c:634 load the word, :637 the mask */
+		/* stock_take.c:120 load the word, :123 the mask */
 		atomic {
 			tag = stag[s];
 			nonempty = (sledger[s] != 0 || (!ledger_only && sunits[s] != 0))
 		}
 		if
 		:: nonempty ->
-			sg = sgroup[s]; /* stock.c:640 */
+			sg = sgroup[s]; /* stock_take.c:126 */
 			if
-			:: matches(mt, top, sg) -> /* stock.c:641 */
-				/* stock.c:684-686 the CAS, which compares the tag too */
+			:: matches(mt, top, sg) -> /* stock_take.c:127 */
+				/* stock_take.c:170-172 the CAS, which compares the tag too */
 				atomic {
 					if
 					:: stag[s] == tag ->
 						tl = sledger[s];
 						sledger[s] = 0;
-						/* stock.c:690-691 the hint */
+						/* stock_take.c:176-177 the hint */
 						wanted[s] = (ledger_only && tl && s != me -> 1 : wanted[s]);
 						if
 						:: !ledger_only ->
@@ -776,8 +777,8 @@ inline take(ledger_only, mt, top, du)
 					:: else
 					fi
 				}
-				slot_flush(sg, tu, tl); /* stock.c:695 */
-				du = du + tu; /* stock.c:696 */
+				slot_flush(sg, tu, tl); /* stock_take.c:181 */
+				du = du + tu; /* stock_take.c:182 */
 				tu = 0;
 				tl = 0
 			:: else
@@ -794,60 +795,60 @@ inline take(ledger_only, mt, top, du)
 	last = 0;
 #ifdef FENCE
 	if
-	:: !own -> takers_end() /* stock.c:854 */
+	:: !own -> takers_end() /* stock_take.c:261 */
 	:: else
 	fi;
 	own = 0;
 	held = 0;
 #endif
-	unlock(reglock) /* stock.c:856 */
+	unlock(reglock) /* stock_take.c:263 */
 }
 
 inline drain_subtree(top, du)
 {
-	take(0, 1, top, du) /* stock.c:sl__stock_drain_subtree:862-865 */
+	take(0, 1, top, du) /* stock_take.c:sl__stock_drain_subtree:278-281 */
 }
 inline drain_group(g, du)
 {
-	take(0, 0, g, du) /* stock.c:sl__stock_drain_group:882-885 */
+	take(0, 0, g, du) /* stock_take.c:sl__stock_drain_group:322-325 */
 }
 inline fold_ledgers(g)
 {
-	take(1, 0, g, du) /* stock.c:sl__stock_fold_ledgers:889-892 */
+	take(1, 0, g, du) /* stock_take.c:sl__stock_fold_ledgers:329-332 */
 }
 
-/* stock.c:sl__stock_quiesce:610-615 and quiesce_locked:595-602 */
+/* stock_take.c:sl__stock_quiesce:102-107 and quiesce_locked:595-602 */
 inline quiesce()
 {
-	lock(reglock); /* stock.c:612 */
+	lock(reglock); /* stock_take.c:104 */
 	s = 0;
 	do
 	:: s == NT -> break
 	:: else ->
-		inflight[s] == 0; /* stock.c:606 wait */
+		inflight[s] == 0; /* stock_take.c:98 wait */
 		s++
 	od;
 	s = 0;
-	unlock(reglock) /* stock.c:614 */
+	unlock(reglock) /* stock_take.c:106 */
 }
 
-/* stock.c:stock_release:228-255, the thread's exit (one slot) */
+/* stock.c:stock_release:40-67, the thread's exit (one slot) */
 inline stock_release(me)
 {
-	lock(reglock); /* stock.c:233 */
-	atomic { /* stock.c:238 exchange the word for 0 */
+	lock(reglock); /* stock.c:45 */
+	atomic { /* stock.c:50 exchange the word for 0 */
 		tu = sunits[me];
 		tl = sledger[me];
 		sunits[me] = 0;
 		sledger[me] = 0
 	}
 	if
-	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:242-243 */
+	:: tu || tl -> slot_flush(sgroup[me], tu, tl) /* stock.c:54-55 */
 	:: else
 	fi;
 	tu = 0;
 	tl = 0;
-	unlock(reglock) /* stock.c:251 */
+	unlock(reglock) /* stock.c:63 */
 }
 
 /* atomic.h:sl__sub_clamped:54-65 on lcl[g] */
@@ -878,8 +879,8 @@ inline uncharge(me, g, amt, rc)
 	if
 	:: sgroup[me] == g -> /* uncharge.c:123 */
 #ifdef FENCE
-		/* uncharge.c:129-138: sl__stock_enter() (internal.h:310-319),
-		 * a plain load and store, sl__stock_leave() (internal.h:322-325) */
+		/* uncharge.c:129-138: sl__stock_enter() (internal.h:314-323),
+		 * a plain load and store, sl__stock_leave() (internal.h:326-329) */
 		stock_enter(me);
 		if
 		:: ent ->
@@ -979,7 +980,7 @@ inline uncharge(me, g, amt, rc)
 }
 
 #ifdef FENCE
-/* internal.h:sl__stock_enter:310-319.  ent: the fast path may go on. */
+/* internal.h:sl__stock_enter:314-323.  ent: the fast path may go on. */
 inline stock_enter(me)
 {
 #ifdef MUTANT_ENTER_LOOK_FIRST
@@ -987,18 +988,18 @@ inline stock_enter(me)
 	ent = (takers == 0);
 	inflight[me] = 1;
 #else
-	inflight[me] = 1; /* internal.h:312 */
-	/* internal.h:313 a compiler barrier; the taker's membarrier()
+	inflight[me] = 1; /* internal.h:316 */
+	/* internal.h:317 a compiler barrier; the taker's membarrier()
 	 * orders this store before the load below */
 #ifdef MUTANT_ENTER_NO_LOOK
 	/* the bug: no look at sl__stock_takers at all */
 	ent = 1;
 #else
-	ent = (takers == 0); /* internal.h:314 */
+	ent = (takers == 0); /* internal.h:318 */
 #endif
 #endif
 	if
-	:: !ent -> inflight[me] = 0 /* internal.h:317 */
+	:: !ent -> inflight[me] = 0 /* internal.h:321 */
 	:: else
 	fi
 }
@@ -1012,7 +1013,7 @@ inline charge_fast(me, g, amt, rc)
 	:: sgroup[me] == g -> /* charge.c:47 */
 #ifdef FENCE
 		/* charge.c:53-63: sl__stock_enter(), a plain load and store,
-		 * sl__stock_leave() (internal.h:322-325) */
+		 * sl__stock_leave() (internal.h:326-329) */
 		stock_enter(me); /* charge.c:55 */
 		if
 		:: ent ->

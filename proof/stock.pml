@@ -41,7 +41,7 @@
  *   - (CFG_SETMAX) a charge by thread 0 that began after set_max returned,
  *     when none of thread 0's calls overlapped set_max, leaves the host's
  *     units of A under the new max, whatever set_max returned (a stock
- *     that a call racing set_max filled may pass it: counter.c:190-195);
+ *     that a call racing set_max filled may pass it: counter.c:208-213);
  *   - at the end (every thread gone, its stock given back): count, local and
  *     the host's units agree at every level (no unit lost or counted twice),
  *     no check or in-flight flag is left, the registry lock is free;
@@ -61,7 +61,7 @@ bit handed[NT];
  * holds for later charges either way); in0 while thread 0 is in a call,
  * taint0 once one of its calls overlapped set_max (its stock may then
  * hold units of a refill or a keep that raced the new max, which
- * counter.c:190-195 allows). */
+ * counter.c:208-213 allows). */
 bit smrun, smdone, in0, taint0;
 #define SM_CALL_BEGIN \
 	atomic { \

@@ -22,7 +22,8 @@ sl_clang_rt_package() {
 
 # What building needs, and what the full test run needs on top of it.
 # shellcheck disable=SC2034 # used by the scripts that source this file
-SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev)
+# libcurl4-openssl-dev and libjansson-dev: the lease library's etcd:// store.
+SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev libcurl4-openssl-dev libjansson-dev)
 # shellcheck disable=SC2034
 # libmemcached-tools (memccapable, memcaslap) and memcached: the slcache
 # server's protocol test and benchmark.  python3-prometheus-client: the
@@ -30,9 +31,11 @@ SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev)
 # mandoc: the manual pages' lint.  man-db: `man -w` on the installed pages.
 # dpkg-dev, debhelper, lintian: the Debian packages' test.  abigail-tools:
 # the ABI check.  spin: the model checks of proof/ (proof/check.sh).
+# etcd-server, etcd-client: the fleet tests start a real etcd cluster on
+# loopback.
 SL_TEST_PACKAGES=("${SL_BUILD_PACKAGES[@]}" g++ clang "$(sl_clang_rt_package)" check
 	libmemcached-tools memcached python3-prometheus-client mandoc man-db
-	dpkg-dev debhelper lintian abigail-tools spin)
+	dpkg-dev debhelper lintian abigail-tools spin etcd-server etcd-client)
 
 sl_missing_packages() {
 	local pkg status

@@ -2,7 +2,7 @@
 /*
  * Charging and uncharging on one thread (and one helper thread): the
  * hierarchy, max at every level, events, SL_FORCE, high, over-uncharge,
- * overflow, peak, and exact usage against a simple model.  SPEC.md §4.
+ * overflow, peak, and exact usage against a simple model (softlimit(7)).
  *
  * Most tests run under both the default batch and SL_BATCH_NONE: the loop
  * index _i picks the batch (test_batch()).
@@ -463,8 +463,8 @@ END_TEST
 
 START_TEST(unknown_flags_are_einval_and_change_nothing)
 {
-	static const unsigned bad[] = { 1u << 2, 1u << 31, ~0u, SL_FORCE | (1u << 5),
-					SL_NORECLAIM | (1u << 3) };
+	static const unsigned bad[] = { 1u << 4, 1u << 31, ~0u, SL_FORCE | (1u << 5),
+					SL_NORECLAIM | (1u << 3), SL_TRY | (1u << 6) };
 	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
 	sl_group *g = group_new(sl_tree_root(t), "g", 1000);
 	struct sl_stats bg, br, now;
@@ -483,6 +483,36 @@ START_TEST(unknown_flags_are_einval_and_change_nothing)
 	assert_stats_same(&br, &now, "root");
 	ck_assert_int_eq(sl_charge(g, 1, SL_NORECLAIM), 0);
 	ck_assert_int_eq(sl_uncharge(g, 11), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+/*
+ * SL_TRY: a first try that fails counts its max event but no oom event (the
+ * caller goes on another way); the same charge without it, failing for
+ * good, counts one.  Either way nothing else moves, and a try that fits is
+ * an ordinary charge.
+ */
+START_TEST(a_failed_try_counts_no_oom_event)
+{
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	sl_group *g = group_new(sl_tree_root(t), "g", 1000);
+	struct sl_stats s;
+
+	ck_assert_int_eq(sl_charge(g, 900, SL_TRY), 0);
+	ck_assert_int_eq(sl_charge(g, 200, SL_TRY | SL_NORECLAIM), -ENOMEM);
+	ck_assert_int_eq(sl_charge(g, 200, SL_TRY), -ENOMEM);
+	s = stats_of(g);
+	ck_assert_uint_eq(s.usage, 900);
+	ck_assert_uint_eq(s.events_max, 2);
+	ck_assert_uint_eq(s.events_oom, 0);
+	ck_assert_int_eq(sl_charge(g, 200, SL_NORECLAIM), -ENOMEM);
+	s = stats_of(g);
+	ck_assert_uint_eq(s.events_max, 3);
+	ck_assert_uint_eq(s.events_oom, 1);
+	ck_assert_int_eq(sl_charge(g, 200, SL_TRY | SL_FORCE), 0);
+	ck_assert_uint_eq(usage_of(g), 1100);
+	ck_assert_int_eq(sl_uncharge(g, 1100), 0);
 	sl_tree_destroy(t);
 }
 END_TEST
@@ -748,6 +778,7 @@ static Suite *charge_suite(void)
 			    SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, zero_amount_succeeds_and_does_nothing, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, unknown_flags_are_einval_and_change_nothing, 0, SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, a_failed_try_counts_no_oom_event, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("exact");

@@ -2,8 +2,8 @@
 /*
  * Bad input to every public function: each call returns its documented
  * error, and the tree it was given is exactly as it was (every counter and
- * limit of every group).  SPEC.md §2 ("Nothing calls abort() or prints on
- * bad input") and the header's Errors: paragraphs.
+ * limit of every group).  softlimit.h's conventions ("Nothing aborts, prints,
+ * or wraps a counter on bad input") and the header's Errors: paragraphs.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L

@@ -426,7 +426,7 @@ START_TEST(every_fold_defeated_still_exact)
 END_TEST
 
 /*
- * Fence protocol (lib/stock.c, "handover"): a fold of a ledger whose owner
+ * Fence protocol (lib/stock_handover.c): a fold of a ledger whose owner
  * charges is answered by the owner, which folds its own ledger on its next
  * charge, with no membarrier(); a fold of an idle owner's ledger waits a
  * moment for an answer that does not come and takes it with the fence.
@@ -649,7 +649,7 @@ START_TEST(an_uncharge_keeps_its_units_in_its_thread_stock)
 END_TEST
 
 /*
- * The stocks' protocol (lib/stock.c) is the membarrier fence wherever the
+ * The stocks' protocol (docs/stocks.md) is the membarrier fence wherever the
  * kernel has it, so that these tests and the torture in ordinary builds
  * exercise it, and compare-and-swap under SOFTLIMIT_MEMBARRIER=0 (which
  * scripts/test runs too) and ThreadSanitizer, which does not model the fence.

@@ -1278,6 +1278,128 @@ START_TEST(background_api_rejects_bad_arguments_and_refuses_inside_a_callback)
 }
 END_TEST
 
+/*
+ * Regression (issue Hardening, defect 3): reclaim ahead of need never takes
+ * what the policy grants.  A tenant with max 100000 and headroom 20000 at
+ * usage 95000 (items of 1000) is brought down by one background round only
+ * to its grant: 90000 when that is its soft limit, its min, or the soft
+ * limit of a parent the tenant's charges count in; the round frees 5000 and
+ * the next one nothing.  The rounds reclaimed with the tenant as scope,
+ * whose own soft limit and protection do not shield it, and took it to the
+ * watermark, 80000, under every policy.  _i: policy, then batch.
+ */
+START_TEST(background_round_keeps_what_the_policy_grants)
+{
+	enum sl_policy policy = policy_of(_i);
+	uint64_t batch = test_batch((_i / NPOLICY) % SL_TEST_NBATCH);
+	const uint64_t max = 100000, headroom = 20000, S = 1000, grant = 90000;
+	const char *what[] = { "own soft", "own min", "parent's soft" };
+	int c;
+
+	for (c = 0; c < 3; c++) {
+		sl_tree *t = limit_tree(policy, batch, 0, SL_UNLIMITED);
+		struct sl_limits lim, plim;
+		sl_group *parent = sl_tree_root(t);
+		struct tenant tn;
+		uint64_t freed, usage;
+
+		sl_limits_init(&lim);
+		lim.max = max;
+		if (c == 0)
+			lim.soft = grant;
+		else if (c == 1)
+			lim.min = grant;
+		else {
+			sl_limits_init(&plim);
+			plim.soft = grant;
+			ck_assert_int_eq(sl_group_create(parent, "p", &plim, NULL, NULL, &parent), 0);
+		}
+		tenant_init(&tn, max / S + 8);
+		tenant_group(parent, "t", &lim, &tn);
+		ck_assert_int_eq(tenant_fill(&tn, S, 95000), 0);
+		ck_assert_int_eq(sl_group_set_headroom(tn.g, headroom), 0);
+		freed = sl_background_reclaim(t);
+		usage = usage_of(tn.g);
+		ck_assert_msg(usage == grant && freed == 5000,
+			      "%s, %s: one round freed %" PRIu64 " and left usage %" PRIu64 "; the grant is %" PRIu64,
+			      policy_name(policy), what[c], freed, usage, grant);
+		ck_assert_uint_eq(sl_background_reclaim(t), 0);
+		ck_assert_uint_eq(usage_of(tn.g), grant);
+		ck_assert_uint_eq(tenant_bytes(&tn), grant);
+		/* A round that takes nothing because of a grant is no failure
+		 * of anyone's: no max, no oom. */
+		ck_assert_uint_eq(stats_of(tn.g).events_oom, 0);
+		tenant_clear(&tn);
+		ck_assert_int_eq(sl_group_destroy(tn.g), 0);
+		if (parent != sl_tree_root(t))
+			ck_assert_int_eq(sl_group_destroy(parent), 0);
+		tenant_fini(&tn);
+		sl_tree_destroy(t);
+	}
+}
+END_TEST
+
+/*
+ * Regression (issue Hardening, defect 5): a charge that could not fit even
+ * if reclaim took all it may fails before it reclaims anything.  Under a
+ * root of max 1000: a (min 600, a callback) holds 700 in items of 100, c
+ * (no callback) holds 200, b (a callback) nothing.  What no reclaim may
+ * take is 800 (a's min, c's charges): a charge of 300 to b fails with
+ * -ENOMEM and a keeps all 700, no item evicted, no low event; a charge of
+ * 200 fits once one of a's items goes, and succeeds.  The failing charge
+ * evicted 100 of a's units first.  _i: policy, then batch.
+ */
+START_TEST(charge_that_cannot_fit_fails_before_it_evicts)
+{
+	enum sl_policy policy = policy_of(_i);
+	sl_tree *t = limit_tree(policy, test_batch((_i / NPOLICY) % SL_TEST_NBATCH), 0, 1000);
+	struct sl_limits lim;
+	struct tenant a, b;
+	struct sl_stats sa, sr;
+	sl_group *c = NULL;
+
+	sl_limits_init(&lim);
+	lim.min = 600;
+	tenant_init(&a, 16);
+	tenant_init(&b, 16);
+	tenant_group(sl_tree_root(t), "a", &lim, &a);
+	tenant_group(sl_tree_root(t), "b", NULL, &b);
+	ck_assert_int_eq(sl_group_create(sl_tree_root(t), "c", NULL, NULL, NULL, &c), 0);
+	ck_assert_int_eq(tenant_fill(&a, 100, 700), 0);
+	ck_assert_int_eq(sl_charge(c, 200, 0), 0);
+
+	ck_assert_int_eq(tenant_set(&b, 300, 0), -ENOMEM);
+	sa = stats_of(a.g);
+	sr = stats_of(sl_tree_root(t));
+	ck_assert_msg(sa.usage == 700 && tenant_bytes(&a) == 700 && sa.reclaimed == 0 && sa.events_low == 0,
+		      "%s: the failed charge took a to %" PRIu64 " (%" PRIu64 " reclaimed, %" PRIu64 " low events)",
+		      policy_name(policy), sa.usage, sa.reclaimed, sa.events_low);
+	ck_assert_uint_eq(atomic_load(&a.calls), 0);
+	ck_assert_uint_eq(sr.events_oom, 1);
+	ck_assert_uint_eq(sr.usage, 900);
+
+	/* At the edge: 200 fits once 100 of a's 700 is freed. */
+	ck_assert_int_eq(tenant_set(&b, 200, 0), 0);
+	ck_assert_uint_eq(usage_of(a.g), 600);
+	ck_assert_uint_eq(stats_of(sl_tree_root(t)).events_oom, 1);
+
+	/* With SL_FORCE it goes past max, and still evicts nothing. */
+	ck_assert_int_eq(tenant_set(&b, 300, SL_FORCE), 0);
+	ck_assert_uint_eq(usage_of(a.g), 600);
+	ck_assert_uint_eq(stats_of(sl_tree_root(t)).events_oom, 1);
+
+	tenant_clear(&a);
+	tenant_clear(&b);
+	ck_assert_int_eq(sl_uncharge(c, 200), 0);
+	ck_assert_int_eq(sl_group_destroy(c), 0);
+	ck_assert_int_eq(sl_group_destroy(a.g), 0);
+	ck_assert_int_eq(sl_group_destroy(b.g), 0);
+	tenant_fini(&a);
+	tenant_fini(&b);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* ==== found while writing these ==== */
 
 /*
@@ -1337,12 +1459,14 @@ static Suite *limit_suite(void)
 			    NPOLICY * SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, background_runners_act_on_a_new_headroom_and_all_stop, 0, NPOLICY);
 	tcase_add_test(tc, background_api_rejects_bad_arguments_and_refuses_inside_a_callback);
+	tcase_add_loop_test(tc, background_round_keeps_what_the_policy_grants, 0, NPOLICY * SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("found");
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, reclaim_of_a_leaf_for_more_than_it_holds_frees_what_it_holds, 0,
 			    NPOLICY * SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, charge_that_cannot_fit_fails_before_it_evicts, 0, NPOLICY * SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 	return s;
 }

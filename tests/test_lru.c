@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The example host, examples/lru_cache: get, set and delete; LRU order
- * within a tenant; soft limits deciding who is evicted (SPEC.md §5 under
+ * within a tenant; soft limits deciding who is evicted (docs/reclaim.md, under
  * SL_POLICY_GUARANTEE); -ENOMEM that changes nothing; the tenant's bytes
  * equal to its group's usage after any sequence; the shared-LRU baseline;
  * and threads setting and getting across tenants that evict each other.

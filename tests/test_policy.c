@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The three soft-limit policies on the seed scenarios: who gives memory
- * back, and how much, when reclaim runs from the root.  SPEC.md §5; the
+ * back, and how much, when reclaim runs from the root (docs/reclaim.md); the
  * numbers are the README's tables.
  *
  * Every scenario is a small tree whose groups all have a reclaim callback

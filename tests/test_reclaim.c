@@ -2,7 +2,7 @@
 /*
  * Reclaim: how much sl_reclaim() frees and reports, callbacks that lie,
  * reclaim at max, the OOM handler, high and its safe point, limit changes,
- * what a callback may call, and reclaims racing charges.  SPEC.md §4-§5.
+ * what a callback may call, and reclaims racing charges (docs/reclaim.md).
  *
  * The host behind every group is a struct host (the group's ctx): it holds
  * `held` units charged to the group and frees them when asked, honestly or

@@ -4,7 +4,7 @@
  * of a blocked thread; a thread that exits and a group or tree that is
  * destroyed give their stock back; units may be uncharged by another
  * thread; a drainer racing an owner that rebinds its stock never moves one
- * group's units to another.  SPEC.md §4 "Lock-light", NOTES.md.
+ * group's units to another (docs/stocks.md).
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -337,7 +337,7 @@ START_TEST(threads_exiting_together_return_every_stock)
 END_TEST
 
 /*
- * NOTES.md: a drainer must never take one group's units and return them to
+ * docs/stocks.md: a drainer must never take one group's units and return them to
  * another while the owner rebinds its stock.  The owner keeps moving 1 unit
  * between x and y (so its stock is rebound all the time); the drainer keeps
  * charging nearly the whole budget to z, which only fits once stocks are

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Trees and groups: defaults, creation, names, topology accessors, destroy
- * rules, limits round trips and the version.  SPEC.md §2-§3.
+ * rules, limits round trips and the version (softlimit.h).
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L

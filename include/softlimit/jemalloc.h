@@ -102,7 +102,9 @@ SL_API int sl_jemalloc_destroy(sl_jemalloc *a);
  * victims, which may be this very group: its reclaim purges the arena and
  * calls ops->evict, whose freed objects the retry may reuse).  It fails
  * only after rounds in a row without progress, as sl_charge() would, and
- * then as sl_charge() fails (an oom event, the tree's OOM handler).
+ * then as sl_charge() fails (an oom event, the tree's OOM handler).  The
+ * group's events_oom counts allocations that failed, one each: the hooks'
+ * refused charges, and those between the tries, are SL_TRY.
  *
  * Returns the memory, or NULL with errno ENOMEM (the group or the system had
  * no room) or EINVAL (NULL @a).  Thread-safe.  May call reclaim callbacks

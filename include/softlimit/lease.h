@@ -142,6 +142,16 @@ SL_API int sl_lease_store_open(const char *url, const struct sl_lease_store_opts
 SL_API void sl_lease_store_close(sl_lease_store *s);
 
 /**
+ * sl_lease_store_remove() - remove the store at @url and everything in it:
+ * shm: unlink the object (processes that have it open keep theirs until
+ * they close it; the next open creates an empty one, which their leases see
+ * as a store reset); etcd: delete every key under PREFIX.  For tests and
+ * for tearing a deployment down.  Errors: -EINVAL, -EPROTONOSUPPORT,
+ * -ENOENT (no such store), store errors.  Thread-safe.
+ */
+SL_API int sl_lease_store_remove(const char *url, const struct sl_lease_store_opts *opts);
+
+/**
  * sl_lease_budget_set() - create the budget @name, or change its limits, to
  * @lim's max, soft and min (high must be SL_UNLIMITED).  Errors: -EINVAL for
  * NULL arguments, a bad name, max 0 or SL_UNLIMITED, soft or min above max,
@@ -178,7 +188,7 @@ enum sl_lease_state {
 };
 
 struct sl_lease_participant {
-	char id[SL_LEASE_ID_MAX]; /* "node:pid:start" (shm) or the node's id (etcd)        */
+	char id[SL_LEASE_ID_MAX]; /* "node:pid:start:n" (shm) or the node's id (etcd)      */
 	uint64_t share;           /* what the store counts for it now, against max          */
 	uint64_t floor;           /* what it counts once its lease has run out               */
 	uint64_t usage;           /* its last reported usage (its group's usage + stocked)  */
@@ -239,7 +249,8 @@ SL_API void sl_lease_opts_init(struct sl_lease_opts *opts);
  * SL_LEASE_DEFERRED, registers at once: @g's usage must fit in the room no
  * one holds (the share starts at the larger of its usage and its floor).
  * Errors: -EINVAL for NULL arguments, a bad budget name or opts (period 0,
- * margin not below ttl, ttl above 1 hour); -EEXIST when @g already holds a
+ * margin not below ttl, ttl above 1 hour, a period above ttl - margin, an
+ * unknown flag, a wrong size); -EEXIST when @g already holds a
  * lease; -ENOENT for an unknown budget; -EBUSY when @g holds more than the
  * budget has free (shrink it and retry); -ENOSPC when the store has no free
  * slot; store errors; nothing changes on any error.  Thread-safe.

@@ -222,10 +222,36 @@ SL_API int sl_group_destroy(sl_group *g);
  * current usage applies at once (further unforced charges fail or reclaim)
  * and the call reclaims from @g's subtree toward it; soft and min changes
  * take effect on the next reclaim.
+ *
+ * Stocks: when @g's usage + stocked is above the new max or the new high,
+ * the units that per-thread stocks hold in @g's subtree, every thread's,
+ * go back to the counters before the call returns, from whatever context
+ * it is made (plain code, another thread's charges in flight, an
+ * sl_group_walk() visitor, a reclaim callback, the OOM handler), as the
+ * kernel's page_counter_set_max() keeps a new limit from being passed by
+ * a charge in flight.  So a later charge never gets past a lowered limit
+ * through units stocked before it.  Precisely: from the moment the call
+ * returns (0 or -EBUSY) until @g's limits change again, with C = @g's
+ * usage + stocked at that moment,
+ *  - no charge without SL_FORCE in @g's subtree takes @g's usage + stocked
+ *    above max(C, new max);
+ *  - no charge without SL_FORCE in @g's subtree takes @g's usage above the
+ *    new max, unless charges with SL_FORCE took @g's usage + stocked above
+ *    it meanwhile: a charge that would fails at max (after reclaim) as any
+ *    charge does, whether or not the calling thread holds a stock;
+ *  - the same for high: a charge that takes @g's usage past the new high
+ *    counts a high event on @g and sets the charging thread's
+ *    sl_high_pending(), whether or not a stock served it.
+ * Units that stocks take after the call are charged within the new limits.
+ * Giving stocks back costs one fence of the stock protocol (one
+ * membarrier() at most) and is skipped when usage + stocked is within
+ * both new limits: stocked units are then within them too.
+ *
  * Errors: -EINVAL for NULL arguments or inconsistent limits (min or soft
  * above max; nothing changes); -EBUSY when the new limits are in force but
- * usage is still above the new max after reclaim (always so when called
- * from inside a reclaim callback, which does not reclaim).
+ * usage is still above the new max after the stocks went back and reclaim
+ * (inside a reclaim callback or a walk, which do not reclaim, whenever
+ * usage is above it then).
  * Thread-safe; charges running concurrently see either the old or the new
  * value of each limit.  May call reclaim callbacks, as sl_reclaim().
  */
@@ -248,6 +274,12 @@ enum {
 	SL_FORCE = 1u << 1,     /* must succeed: charge past max, and count the event    */
 	/* SL_FORCE still makes room first as usual (stocks, then reclaim unless
 	 * SL_NORECLAIM); only what does not fit then goes past max. */
+	SL_TRY = 1u << 2,       /* a first try: a failure counts no oom event        */
+	/* SL_TRY is for a caller with another way to go when the charge fails
+	 * (it makes room and charges again, as the jemalloc adapter's hooks
+	 * and their allocation do): events_oom counts charges that failed for
+	 * good, and it is that later charge's to count.  Everything else,
+	 * events_max included, is as without it. */
 };
 
 /**
@@ -263,7 +295,7 @@ enum {
  * Errors: -EINVAL for a NULL @g, unknown flags, or an amount that would
  * overflow a counter (with SL_FORCE or without); -ENOMEM when the charge
  * does not fit under some max (events_max and events_oom count on the group
- * whose max was hit).
+ * whose max was hit; events_oom not with SL_TRY).
  *
  * At max, without SL_NORECLAIM: this thread's idle stock units under the
  * group in the way are given back (other threads' are taken in a round
@@ -280,7 +312,13 @@ enum {
  * could not take, or belongs to groups without a callback, or the
  * callbacks freed nothing), and then the OOM handler declined.  Room that
  * another thread's charge took first is no failure while reclaims make
- * progress, and reclaims of other threads in flight are waited for.
+ * progress, and reclaims of other threads in flight are waited for.  A
+ * charge that could not fit even if reclaim freed all it may (every group
+ * kept at its min, or effective min under SL_POLICY_PROTECTION, groups
+ * without a callback holding their charges) reclaims nothing: once the
+ * stocks under the group in the way are given back, it goes straight to
+ * the OOM handler, then fails (or, with SL_FORCE, goes past max), every
+ * group's charges left as they were.
  *
  * Thread-safe and lock-free on every path but the one at max (which takes
  * the stock registry's lock to drain other threads' stocks, and reclaims).
@@ -347,8 +385,10 @@ SL_API int sl_uncharge(sl_group *g, uint64_t amount);
  * while the host's own threads charge and uncharge, so it must be
  * thread-safe.  Inside a callback charges never reclaim (they fail at max
  * instead) and sl_group_destroy() returns -EBUSY.  A callback must not wait
- * for a thread that is destroying a group of this tree (destroy waits for
- * the reclaims that hold that group).
+ * for another thread that is reclaiming this tree, charging it without
+ * SL_NORECLAIM (such a charge may reclaim) or destroying one of its groups:
+ * a group's callback runs on one thread at a time, and destroy waits for the
+ * reclaims that hold its group.
  */
 SL_API uint64_t sl_reclaim(sl_group *scope, uint64_t target, unsigned flags);
 
@@ -402,8 +442,13 @@ SL_API int sl_group_set_headroom(sl_group *g, uint64_t headroom);
  * group with a headroom whose usage is above max - headroom is reclaimed
  * down to it, by the tree's policy, from what pass 1 may take only:
  * reclaim ahead of need never takes what the policy grants a group (its
- * soft limit, its protection); charges at max still may, in pass 2.  Returns the units freed (0 for NULL or
- * inside a callback).  Thread-safe; for hosts that run their own loop.
+ * soft limit, its protection): neither the group with the headroom nor any
+ * group above it goes below what sl_group_stats() reports as its emin and
+ * esoft, and the groups below it keep what pass 1 spares them.  So a group
+ * whose grant is above its watermark is left at its grant (rounds then
+ * free nothing); charges at max still may take it, in pass 2.  Returns the
+ * units freed (0 for NULL or inside a callback).  Thread-safe; for hosts
+ * that run their own loop.
  */
 SL_API uint64_t sl_background_reclaim(sl_tree *t);
 

@@ -1,243 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The jemalloc adapter: an arena whose extent hooks charge a group for the
- * pages the arena commits (SPEC.md §6).
- *
- * What "mapped" means here.  jemalloc moves an extent through active ->
- * dirty -> (muzzy ->) retained; only the last holds no physical memory.  On
- * Linux its default hooks never really decommit (the OS overcommits, so
- * commit/decommit are no-ops that report failure) and purge with
- * MADV_DONTNEED instead, leaving every extent "committed" from mmap to
- * munmap; charging that would charge retained virtual memory, grown in
- * chunks of 2 MiB and more.  So the adapter makes commit mean what it says:
- *
- *  - alloc: when jemalloc lets the extent come back uncommitted (it does
- *    when it grows its retained memory), the fresh, untouched mapping is
- *    reported uncommitted and nothing is charged; when jemalloc asks for
- *    committed memory, the whole extent is charged before it is mapped.
- *  - commit: charges the range.  The mapping is already readable and
- *    writable (see alloc and decommit), so there is nothing else to do.
- *  - decommit: purges the range with the default forced purge (Linux:
- *    MADV_DONTNEED, which leaves demand-zero pages, as a commit must) and
- *    uncharges it.  Without a forced purge it refuses, and the pages stay
- *    committed and charged.
- *  - dalloc/destroy: uncharge the extent if it was committed.
- *  - purge_forced, purge_lazy, split, merge: pass through; none changes what
- *    is committed.  A forced purge does not uncharge: jemalloc keeps such an
- *    extent committed and reuses it without calling commit, so uncharging it
- *    would let its pages be used uncharged.  jemalloc only forces a purge
- *    after a decommit failed, which here means the forced purge fails too.
- *
- * The charge is then active + dirty + muzzy pages: what jemalloc calls
- * committed, and what a tenant's memory really costs the process.
- *
- * Hooks run inside jemalloc, holding its arena locks: they charge with
- * SL_NORECLAIM, never call the host, never allocate from this arena.  (A
- * malloc() inside a hook is safe: jemalloc marks the thread reentrant and
- * serves it from arena 0.)  Reclaim happens outside, between tries of
- * sl_jemalloc_alloc(), which go on while reclaim makes progress
- * (alloc_at_max()).
+ * The jemalloc adapter: an arena whose extent hooks (hooks.c, which says
+ * what "committed" means here and what the charge is) charge a group for
+ * the pages the arena commits (softlimit/jemalloc.h).  This file sets the adapter
+ * up and takes it down, reclaims for its group, and allocates: at max, it
+ * makes room outside jemalloc's locks and tries again.
  */
-#include <softlimit/jemalloc.h>
-
 #include <errno.h>
 #include <sched.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <jemalloc/jemalloc.h>
-
-#include "atomic.h"
-
-struct sl_jemalloc {
-	/* First: the hooks receive &a->hooks and find the adapter from it. */
-	extent_hooks_t hooks;
-	extent_hooks_t *dflt; /* the default hooks, which ours wrap */
-	sl_group *group;
-	struct sl_jemalloc_ops ops;
-	void *ctx;
-	unsigned arena;
-	bool arena_live;
-	int flags; /* MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE */
-	size_t purge_mib[3];
-	size_t page;
-	/* Bytes the hooks hold charged to group; what sl_jemalloc_stats() reports. */
-	sl_atomic64 charged;
-	/* Bytes the host's evict said it freed: room in the arena for an
-	 * allocation at max even when no page came free (alloc_at_max()). */
-	sl_atomic64 evicted;
-};
-
-/*
- * The calling thread's allocation in progress: a reservation already charged
- * to the group, which the hooks consume before charging, and the amount a
- * hook was refused.  Only sl_jemalloc_alloc() sets a; hooks running for
- * another adapter, or in a thread that is purging, see a != theirs.
- *
- * refused_by is the adapter whose commit this thread was last refused, until
- * a charge for it succeeds or a grow is declined.  When a commit of retained
- * memory is refused, jemalloc goes on to grow its retained memory, maps a new
- * and larger chunk, is refused its commit too and keeps the chunk: at max,
- * every failed allocation would leave more virtual memory behind (jemalloc
- * 5.3 maps with MAP_NORESERVE, so this is address space and VMAs, not RSS).
- * The alloc hook declines that grow instead.  sl_jemalloc_alloc() clears it
- * first; a host calling mallocx() itself may see one NULL too many after a
- * refusal, never a grow past the max.
- *
- * initial-exec like the core's stocks: no lazy TLS allocation inside a hook.
- */
-struct je_tls {
-	sl_jemalloc *a;
-	uint64_t reserved;
-	uint64_t refused;
-	sl_jemalloc *refused_by;
-};
-static _Thread_local struct je_tls je_tls __attribute__((tls_model("initial-exec")));
-
-static inline sl_jemalloc *from_hooks(extent_hooks_t *h)
-{
-	return (sl_jemalloc *)(void *)h;
-}
-
-/* Charge n bytes for pages the arena is about to commit; true = refused (jemalloc's error sense). */
-static bool je_charge(sl_jemalloc *a, uint64_t n)
-{
-	struct je_tls *t = &je_tls;
-	uint64_t take = 0;
-
-	if (t->a == a) {
-		take = t->reserved < n ? t->reserved : n;
-		t->reserved -= take;
-	}
-	if (n > take && sl_charge(a->group, n - take, SL_NORECLAIM) != 0) {
-		if (t->a == a) {
-			t->reserved += take;
-			t->refused = n;
-		}
-		t->refused_by = a;
-		return true;
-	}
-	if (t->refused_by == a)
-		t->refused_by = NULL;
-	sl__fetch_add(&a->charged, n, SL_RELAXED);
-	return false;
-}
-
-static void je_uncharge(sl_jemalloc *a, uint64_t n)
-{
-	sl__fetch_sub(&a->charged, n, SL_RELAXED);
-	sl_uncharge(a->group, n);
-}
-
-static void *je_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t alignment, bool *zero,
-		      bool *commit, unsigned arena_ind)
-{
-	sl_jemalloc *a = from_hooks(h);
-	bool want_commit = *commit;
-	bool committed = true; /* always map read-write: commit() relies on it */
-	void *p;
-
-	if (want_commit && je_charge(a, size))
-		return NULL;
-	if (!want_commit && je_tls.refused_by == a) {
-		/* A grow of retained memory right after a refused commit (see je_tls). */
-		je_tls.refused_by = NULL;
-		return NULL;
-	}
-	p = a->dflt->alloc(a->dflt, new_addr, size, alignment, zero, &committed, arena_ind);
-	if (p != NULL && !committed) {
-		/* The default hooks commit when asked; if one ever did not, commit() could not work. */
-		if (a->dflt->destroy != NULL)
-			a->dflt->destroy(a->dflt, p, size, false, arena_ind);
-		p = NULL;
-	}
-	if (p == NULL) {
-		if (want_commit)
-			je_uncharge(a, size);
-		return NULL;
-	}
-	/* Not wanted committed: fresh and untouched, nothing is resident yet. */
-	*commit = want_commit;
-	return p;
-}
-
-static bool je_dalloc(extent_hooks_t *h, void *addr, size_t size, bool committed, unsigned arena_ind)
-{
-	sl_jemalloc *a = from_hooks(h);
-
-	/* With opt.retain (Linux's default) the default refuses: decommit follows. */
-	if (a->dflt->dalloc == NULL || a->dflt->dalloc(a->dflt, addr, size, committed, arena_ind))
-		return true;
-	if (committed)
-		je_uncharge(a, size);
-	return false;
-}
-
-static void je_destroy(extent_hooks_t *h, void *addr, size_t size, bool committed, unsigned arena_ind)
-{
-	sl_jemalloc *a = from_hooks(h);
-
-	if (a->dflt->destroy != NULL)
-		a->dflt->destroy(a->dflt, addr, size, committed, arena_ind);
-	if (committed)
-		je_uncharge(a, size);
-}
-
-static bool je_commit(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
-		      unsigned arena_ind)
-{
-	(void)addr, (void)size, (void)offset, (void)arena_ind;
-	return je_charge(from_hooks(h), length);
-}
-
-static bool je_decommit(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
-			unsigned arena_ind)
-{
-	sl_jemalloc *a = from_hooks(h);
-
-	if (a->dflt->purge_forced == NULL ||
-	    a->dflt->purge_forced(a->dflt, addr, size, offset, length, arena_ind))
-		return true;
-	je_uncharge(a, length);
-	return false;
-}
-
-static bool je_purge_lazy(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
-			  unsigned arena_ind)
-{
-	sl_jemalloc *a = from_hooks(h);
-
-	return a->dflt->purge_lazy == NULL ||
-	       a->dflt->purge_lazy(a->dflt, addr, size, offset, length, arena_ind);
-}
-
-static bool je_purge_forced(extent_hooks_t *h, void *addr, size_t size, size_t offset, size_t length,
-			    unsigned arena_ind)
-{
-	sl_jemalloc *a = from_hooks(h);
-
-	return a->dflt->purge_forced == NULL ||
-	       a->dflt->purge_forced(a->dflt, addr, size, offset, length, arena_ind);
-}
-
-static bool je_split(extent_hooks_t *h, void *addr, size_t size, size_t size_a, size_t size_b,
-		     bool committed, unsigned arena_ind)
-{
-	sl_jemalloc *a = from_hooks(h);
-
-	return a->dflt->split == NULL ||
-	       a->dflt->split(a->dflt, addr, size, size_a, size_b, committed, arena_ind);
-}
-
-static bool je_merge(extent_hooks_t *h, void *addr_a, size_t size_a, void *addr_b, size_t size_b,
-		     bool committed, unsigned arena_ind)
-{
-	sl_jemalloc *a = from_hooks(h);
-
-	return a->dflt->merge == NULL ||
-	       a->dflt->merge(a->dflt, addr_a, size_a, addr_b, size_b, committed, arena_ind);
-}
+#include "adapter.h"
 
 static int je_purge(sl_jemalloc *a)
 {
@@ -355,17 +129,7 @@ int sl_jemalloc_create(sl_group *parent, const char *name, const struct sl_limit
 		free(a);
 		return r != 0 ? r : -ENOTSUP;
 	}
-	a->hooks = (extent_hooks_t){
-		.alloc = je_alloc,
-		.dalloc = je_dalloc,
-		.destroy = je_destroy,
-		.commit = je_commit,
-		.decommit = je_decommit,
-		.purge_lazy = je_purge_lazy,
-		.purge_forced = je_purge_forced,
-		.split = je_split,
-		.merge = je_merge,
-	};
+	sl__je_hooks_init(a);
 
 	/* The group first: the arena's first hook may charge it. */
 	r = sl_group_create(parent, name, lim, &group_ops, a, &a->group);
@@ -445,7 +209,7 @@ int sl_jemalloc_destroy(sl_jemalloc *a)
 		/* The destroy hooks gave everything back; anything left is jemalloc's to forget. */
 		left = sl__load(&a->charged, SL_RELAXED);
 		if (left > 0)
-			je_uncharge(a, left);
+			sl__je_uncharge(a, left);
 	}
 	/* -EBUSY only if called inside a reclaim callback: the arena is gone, call again. */
 	r = sl_group_destroy(a->group);
@@ -481,6 +245,20 @@ static sl_group *in_the_way(sl_jemalloc *a, uint64_t need)
 }
 
 /*
+ * The allocation has failed: a charge that is no try says so, and counts
+ * the oom event (every earlier charge of it was SL_TRY: the hooks', and
+ * those between the tries, which failed only for then).  Should room have
+ * appeared at this last moment, the charge takes it for one more try.
+ */
+static void *last_word(sl_jemalloc *a, size_t size, uint64_t need)
+{
+	if (sl_charge(a->group, need, SL_NORECLAIM) != 0)
+		return NULL;
+	sl__je_tls = (struct sl__je_tls){.a = a, .reserved = sl__je_tls.reserved + need};
+	return mallocx(size, a->flags);
+}
+
+/*
  * The calling thread's allocation was refused pages at the group's max (or
  * an ancestor's).  Make room and retry until it fits, for as long as a
  * charge would keep trying: while reclaim makes progress.
@@ -495,7 +273,8 @@ static sl_group *in_the_way(sl_jemalloc *a, uint64_t need)
  * arena again; so reclaim goes one round at a time, the allocation retried
  * after each.  When neither kind appears JE_IDLE_ROUNDS times in a row (or
  * evict's claims stop being believed), the last word is sl_charge()'s with
- * reclaim allowed: its rule, OOM handler and oom event.
+ * reclaim allowed: its rule and OOM handler; its oom event only once the
+ * allocation has failed for good (last_word()).
  *
  * Runs outside jemalloc's locks (between mallocx() calls), so reclaim may
  * call the host's evict.  Hooks that reclaim runs here (frees, purges) are
@@ -504,15 +283,15 @@ static sl_group *in_the_way(sl_jemalloc *a, uint64_t need)
 static void *alloc_at_max(sl_jemalloc *a, size_t size)
 {
 	unsigned idle = 0, claims = 0;
-	uint64_t reserved = je_tls.reserved;
+	uint64_t reserved = sl__je_tls.reserved;
 	void *p = NULL;
 
-	while (je_tls.refused > je_tls.reserved) {
-		uint64_t need = je_tls.refused - je_tls.reserved;
+	while (sl__je_tls.refused > sl__je_tls.reserved) {
+		uint64_t need = sl__je_tls.refused - sl__je_tls.reserved;
 
-		reserved = je_tls.reserved;
-		je_tls.a = NULL;
-		if (sl_charge(a->group, need, SL_NORECLAIM) == 0) {
+		reserved = sl__je_tls.reserved;
+		sl__je_tls.a = NULL;
+		if (sl_charge(a->group, need, SL_NORECLAIM | SL_TRY) == 0) {
 			reserved += need;
 		} else if (idle < JE_IDLE_ROUNDS && claims < JE_CLAIM_ROUNDS) {
 			/* Relaxed: a tally, compared only with itself. */
@@ -527,24 +306,26 @@ static void *alloc_at_max(sl_jemalloc *a, size_t size)
 				sched_yield(); /* reclaims of others may be in flight */
 			}
 		} else {
-			if (sl_charge(a->group, need, 0) != 0) {
+			if (sl_charge(a->group, need, SL_TRY) != 0) {
 				/* That charge's reclaims may still have left
 				 * room inside the arena: one last try. */
-				je_tls = (struct je_tls){.a = a, .reserved = reserved};
+				sl__je_tls = (struct sl__je_tls){.a = a, .reserved = reserved};
 				p = mallocx(size, a->flags);
+				if (p == NULL)
+					p = last_word(a, size, need);
 				break;
 			}
 			reserved += need;
 			idle = 0;
 			claims = 0;
 		}
-		je_tls = (struct je_tls){.a = a, .reserved = reserved};
+		sl__je_tls = (struct sl__je_tls){.a = a, .reserved = reserved};
 		p = mallocx(size, a->flags);
 		if (p != NULL)
 			break;
 	}
-	reserved = je_tls.reserved;
-	je_tls.reserved = 0;
+	reserved = sl__je_tls.reserved;
+	sl__je_tls.reserved = 0;
 	if (reserved > 0)
 		sl_uncharge(a->group, reserved);
 	return p;
@@ -552,7 +333,7 @@ static void *alloc_at_max(sl_jemalloc *a, size_t size)
 
 void *sl_jemalloc_alloc(sl_jemalloc *a, size_t size)
 {
-	struct je_tls saved = je_tls;
+	struct sl__je_tls saved = sl__je_tls;
 	void *p;
 
 	if (a == NULL || !a->arena_live) {
@@ -562,12 +343,12 @@ void *sl_jemalloc_alloc(sl_jemalloc *a, size_t size)
 	if (size == 0)
 		size = 1; /* mallocx(0) is undefined */
 
-	je_tls = (struct je_tls){.a = a};
+	sl__je_tls = (struct sl__je_tls){.a = a};
 	p = mallocx(size, a->flags);
-	if (p == NULL && je_tls.refused > 0)
+	if (p == NULL && sl__je_tls.refused > 0)
 		p = alloc_at_max(a, size);
-	je_tls = saved;
-	je_tls.refused_by = NULL;
+	sl__je_tls = saved;
+	sl__je_tls.refused_by = NULL;
 	if (p == NULL)
 		errno = ENOMEM;
 	return p;

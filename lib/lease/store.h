@@ -59,6 +59,8 @@ struct sl__lease_store_ops {
 	/* @rest is the URL after "scheme:" */
 	int (*open)(const char *rest, const struct sl_lease_store_opts *opts, void **state);
 	void (*close)(void *state);
+	/* sl_lease_store_remove(): no open state needed. */
+	int (*remove_store)(const char *rest, const struct sl_lease_store_opts *opts);
 
 	int (*budget_set)(void *state, const char *name, const struct sl_limits *lim);
 	int (*budget_get)(void *state, const char *name, struct sl_limits *out);
