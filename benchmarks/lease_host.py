@@ -130,7 +130,7 @@ def run(variant, binary, ctl, warm_s, measure_s):
             p.stop()
         return res
     finally:
-        teardown(load, sampler, procs, store)
+        teardown(load, sampler, procs, ctl, store)
 
 
 def main():

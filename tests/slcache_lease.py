@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""slcache_lease.py SLCACHE SOFTLIMITCTL - issue 25's safety test: one
+"""slcache_lease.py SLCACHE SOFTLIMITCTL [PERIOD_MS TTL_MS] - issue 25's safety test: one
 tenant's budget shared by slcache processes on a shm: store, never passed.
 
-Three slcache processes (period 100 ms, ttl 1 s, memory unread for 2 s
-given back) join budget "hog" (8 MiB) in a fresh shm: store;
+Three slcache processes (lease period 100 ms and ttl 1 s unless given,
+memory unread for 2 s given back) join budget "hog" (8 MiB) in a fresh shm: store;
 a cache-aside load of the tenant's keys (a working set four times the
 budget: its demand exceeds the budget everywhere) moves between them.  A
 sampler sums the tenant's usage over the processes every 10 ms, reading
@@ -39,8 +39,8 @@ from slcache_lease_lib import (Fail, Load, Sampler, Slcache, free_port,  # noqa:
 
 TENANT = "hog"
 BUDGET = 8 << 20
-PERIOD_MS = 100
-TTL_MS = 1000
+PERIOD_MS = 100  # or argv[3]
+TTL_MS = 1000    # or argv[4]
 VALUE = 2000
 
 
@@ -87,10 +87,13 @@ def check_metrics(mport):
 
 
 def main():
-    if len(sys.argv) != 3:
+    global PERIOD_MS, TTL_MS
+    if len(sys.argv) not in (3, 5):
         print(__doc__)
         return 2
     binary, ctl = sys.argv[1], sys.argv[2]
+    if len(sys.argv) == 5:
+        PERIOD_MS, TTL_MS = int(sys.argv[3]), int(sys.argv[4])
     store = "shm:sltest-%d-%d" % (os.getpid(), int(time.time()))
     args = ["-m", "64", "-t", "2", "--lease-store", store, "--lease-period", str(PERIOD_MS),
             "--lease-ttl", str(TTL_MS), "--lease-idle", "2000"]
@@ -192,7 +195,7 @@ def main():
         print(r.stdout + r.stderr)
         return 1
     finally:
-        teardown(load, sampler, procs, store)
+        teardown(load, sampler, procs, ctl, store)
 
 
 if __name__ == "__main__":

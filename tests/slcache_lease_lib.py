@@ -365,15 +365,12 @@ def softlimitctl(ctl, store, *args, check=True):
     return r
 
 
-def shm_unlink(store):
-    """Removes a shm:NAME store's object (the tests' own, by name)."""
-    try:
-        os.unlink("/dev/shm/softlimit-" + store.split(":", 1)[1])
-    except OSError:
-        pass
+def store_remove(ctl, store):
+    """Removes a store the test made (softlimitctl store remove)."""
+    softlimitctl(ctl, store, "store", "remove", check=False)
 
 
-def teardown(load, sampler, procs, store):
+def teardown(load, sampler, procs, ctl, store):
     """Whatever a test or benchmark started, stopped, killed and removed."""
     if load:
         load.stop()
@@ -381,4 +378,4 @@ def teardown(load, sampler, procs, store):
         sampler.stop()
     for p in procs:
         p.cleanup()
-    shm_unlink(store)
+    store_remove(ctl, store)

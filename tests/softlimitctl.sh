@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # softlimitctl.sh SOFTLIMITCTL - softlimitctl(1) end to end on a fresh
-# shm: store: budget set, show (table and --json), list, delete, and bad
+# shm: store: budget set, show (table and --json), list, delete, store
+# remove, and bad
 # input refused with exit status 2 (a bad command line: the store is left
 # as it was) or 1 (the store refused: no such budget), with a message.
 set -u
@@ -53,7 +54,7 @@ expect 0 budget set web max=64M soft=48M min=8M
 expect 0 budget set db max=1G
 expect 0 budget set tiny max=1500
 expect 0 --json budget show web
-has '"name":"web","max":67108864,"soft":50331648,"min":8388608,"participants":0'
+has '"name":"web","max":67108864,"soft":50331648,"min":8388608,"participants":0,"share":0,"free":67108864,'
 has '"members":\[\]'
 expect 0 budget show web
 has '64M'
@@ -122,6 +123,17 @@ expect 0 budget delete tiny
 expect 0 budget delete web
 expect 0 --json budget show
 has '^{"budgets":\[\]}$'
+
+# store remove: the object goes (a later command creates an empty one).
+expect 0 budget set gone max=1M
+expect 0 store remove
+[ ! -e "/dev/shm/softlimit-${STORE#shm:}" ] || fail "store remove left /dev/shm/softlimit-${STORE#shm:}"
+expect 1 store remove
+grep -q 'no such store' "$ERR" || fail "store remove twice: '$(cat "$ERR")'"
+expect 2 store frob
+expect 2 store remove extra
+expect 0 budget list
+[ ! -s "$OUT" ] || fail "a removed store still lists budgets"
 
 if [ "$failures" -ne 0 ]; then
 	echo "softlimitctl.sh: $failures failures"

@@ -237,6 +237,7 @@ START_TEST(eviction_within_a_tenant_takes_the_least_recently_used_first)
 
 	s = lstats_of(t);
 	ck_assert_uint_eq(s.evictions, 2);
+	ck_assert_uint_eq(s.evicted_bytes, 2 * item);
 	ck_assert_uint_eq(s.items, 8);
 	ck_assert(!has_n(t, 2));
 	ck_assert(!has_n(t, 3));
@@ -279,6 +280,36 @@ END_TEST
 
 /* ---- -ENOMEM ---- */
 
+/* lru_tenant_oldest(): the host fields of the item eviction would take next. */
+START_TEST(oldest_is_the_item_eviction_would_take_next)
+{
+	struct lru_cache *c = cache_new(_i, SL_POLICY_GUARANTEE, SL_UNLIMITED);
+	struct lru_tenant *t = tenant_new(c, NULL, "t", 0, SL_UNLIMITED);
+	struct lru_meta m = { 0 };
+	uint32_t n;
+
+	ck_assert_int_eq(lru_tenant_oldest(t, &m), -ENOENT);
+	ck_assert_int_eq(lru_tenant_oldest(NULL, &m), -EINVAL);
+	ck_assert_int_eq(lru_tenant_oldest(t, NULL), -EINVAL);
+	for (n = 1; n <= 3; n++) {
+		char key[8];
+		struct lru_meta in = { .atime = n };
+
+		ck_assert_int_eq(lru_store(t, key, key_of(key, sizeof(key), n), "v", 1, &in,
+					   LRU_ALWAYS, NULL), 0);
+	}
+	ck_assert_int_eq(lru_tenant_oldest(t, &m), 0);
+	ck_assert_uint_eq(m.atime, 1);
+	/* A read makes k1 the newest: k2 is next. */
+	ck_assert_int_eq(lru_get(t, "k1", 2, NULL, 0, NULL), 0);
+	ck_assert_int_eq(lru_tenant_oldest(t, &m), 0);
+	ck_assert_uint_eq(m.atime, 2);
+	lru_tenant_clear(t);
+	ck_assert_int_eq(lru_tenant_oldest(t, &m), -ENOENT);
+	lru_cache_destroy(c);
+}
+END_TEST
+
 START_TEST(set_larger_than_max_fails_with_enomem_and_evicts_nothing)
 {
 	struct lru_cache *c = cache_new(_i, SL_POLICY_GUARANTEE, SL_UNLIMITED);
@@ -297,6 +328,7 @@ START_TEST(set_larger_than_max_fails_with_enomem_and_evicts_nothing)
 	ck_assert_uint_eq(after.bytes, before.bytes);
 	ck_assert_uint_eq(after.evictions, 0);
 	ck_assert_uint_eq(after.set_fails, 2);
+	ck_assert_uint_eq(after.set_fail_bytes, lru_item_size(3, 3000) + lru_item_size(2, 3000));
 	for (n = 0; n < 5; n++)
 		ck_assert_int_eq(get_n(t, n, 1, 100), 0);
 	assert_bytes_are_usage(t, "after failed sets");
@@ -720,6 +752,7 @@ static Suite *lru_suite(void)
 			    SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, a_tenant_within_its_soft_limit_is_not_evicted_while_another_is_over_its_own,
 			    0, SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, oldest_is_the_item_eviction_would_take_next, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("enomem");

@@ -56,19 +56,12 @@ int lease_start(void)
 
 void lease_stop(void) {}
 void lease_tenant_created(struct lru_tenant *t) { (void)t; }
-
 void lease_tenant(struct lru_tenant *t, struct tenant_lease *out)
 {
 	(void)t;
 	memset(out, 0, sizeof(*out));
 }
-
-int lease_metrics(char **buf, size_t *len)
-{
-	(void)buf;
-	(void)len;
-	return 0;
-}
+int lease_metrics(char **buf, size_t *len) { (void)buf; (void)len; return 0; }
 
 #else
 
@@ -84,6 +77,7 @@ struct entry {
 	_Atomic(sl_lease *) l;
 	/* The demand hook's last figures: the lease thread's only. */
 	uint64_t last_evicted, last_refaulted;
+	uint64_t own_max; /* the group's max before it joined (--tenant max=) */
 	/* What the watcher last logged about: the watcher's only. */
 	uint64_t seen_fences, seen_resets, seen_share;
 	enum sl_lease_state seen_state;
@@ -97,6 +91,7 @@ static struct {
 	_Atomic unsigned n;
 	char (*names)[SL_LEASE_NAME_MAX]; /* the budgets last read, sorted        */
 	size_t nnames;
+	bool list_failing;               /* the last refresh() failed: watcher's  */
 	pthread_t runner, watcher;
 	bool running;
 	pthread_mutex_t wlock;           /* stopping, for the watcher's sleeps    */
@@ -105,17 +100,8 @@ static struct {
 } ls = { .lock = PTHREAD_MUTEX_INITIALIZER, .wlock = PTHREAD_MUTEX_INITIALIZER,
 	 .wcond = PTHREAD_COND_INITIALIZER };
 
-static const char *state_name(enum sl_lease_state s)
-{
-	switch (s) {
-	case SL_LEASE_JOINING: return "joining";
-	case SL_LEASE_HELD: return "held";
-	case SL_LEASE_FENCED: return "fenced";
-	case SL_LEASE_STALLED: return "stalled";
-	case SL_LEASE_ORPHANED: return "orphaned";
-	}
-	return "unknown";
-}
+/* By enum sl_lease_state. */
+static const char *const state_names[] = { "joining", "held", "fenced", "stalled", "orphaned" };
 
 /* Logged whatever -v says: an operator must hear about a fence. */
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -197,14 +183,21 @@ static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 	struct entry *e = ctx;
 	struct lru_stats st;
 	struct lru_meta oldest;
+	struct sl_limits cur;
+	bool own_cap;
 
 	(void)l;
+	/* A tenant whose own max (--tenant NAME:max=) is what holds it back
+	 * would gain nothing from a larger share: its evictions are no demand
+	 * on the budget. */
+	own_cap = e->own_max != SL_UNLIMITED && sl_group_limits(lru_tenant_group(e->t), &cur) == 0 &&
+		  cur.max >= e->own_max;
 	/* A set refused for want of room is pressure at the share as much as
 	 * an eviction: without it, a tenant at a share of 0 (it joined while
 	 * others held everything) would evict nothing and never ask. */
 	if (lru_tenant_stats(e->t, &st) == 0) {
-		out->evicted = pressed(&st) - e->last_evicted;
-		out->refaulted = st.refault_bytes - e->last_refaulted;
+		out->evicted = own_cap ? 0 : pressed(&st) - e->last_evicted;
+		out->refaulted = own_cap ? 0 : st.refault_bytes - e->last_refaulted;
 		e->last_evicted = pressed(&st);
 		e->last_refaulted = st.refault_bytes;
 	}
@@ -238,6 +231,7 @@ static int entry_join(struct entry *e, uint32_t flags)
 {
 	struct sl_lease_opts lo;
 	struct lru_stats st;
+	struct sl_limits own;
 	sl_lease *l = NULL;
 	int rc;
 
@@ -247,6 +241,7 @@ static int entry_join(struct entry *e, uint32_t flags)
 		e->last_evicted = pressed(&st);
 		e->last_refaulted = st.refault_bytes;
 	}
+	e->own_max = sl_group_limits(lru_tenant_group(e->t), &own) == 0 ? own.max : SL_UNLIMITED;
 	lease_opts(&lo, e, flags);
 	rc = sl_lease_join(ls.store, lru_tenant_name(e->t), lru_tenant_group(e->t), &lo, &l);
 	if (rc == 0)
@@ -329,11 +324,19 @@ static void refresh(void)
 			break;
 		cap = count + 16;
 	}
+	/* Said once each way: tenants created meanwhile are not leased (their
+	 * budgets are unknown) until the store answers again. */
 	if (rc != 0) {
-		logv("lease store %s: cannot list the budgets: %s", opt.lease_store, strerror(-rc));
+		if (!ls.list_failing)
+			say("lease store %s: cannot list the budgets: %s (tenants join once it answers)",
+			    opt.lease_store, strerror(-rc));
+		ls.list_failing = true;
 		free(names);
 		return;
 	}
+	if (ls.list_failing)
+		say("lease store %s: answering again", opt.lease_store);
+	ls.list_failing = false;
 	pthread_mutex_lock(&ls.lock);
 	free(ls.names);
 	ls.names = names;
@@ -517,7 +520,8 @@ void lease_tenant(struct lru_tenant *t, struct tenant_lease *out)
 	out->floor = st.floor;
 	out->demand = st.demand;
 	out->expires_ms = st.expires_ms;
-	out->state = state_name(st.state);
+	out->state = (unsigned)st.state < sizeof(state_names) / sizeof(state_names[0])
+			     ? state_names[st.state] : "unknown";
 }
 
 /* The families, in the order of the exposition: name, type, unit, help. */

@@ -23,6 +23,7 @@
 struct ctl {
 	const char *url;
 	sl_lease_store *store;
+	struct sl_lease_store_opts opts;
 	bool json;
 	bool retry;         /* etcd://: retry transient errors until the deadline */
 	int64_t deadline_ns; /* CLOCK_MONOTONIC                                  */
@@ -37,6 +38,12 @@ typedef int (*ctl_fn)(struct ctl *c, void *arg);
  * left of the deadline.  0 or a negative errno.
  */
 int ctl_open(struct ctl *c);
+
+/*
+ * ctl_remove() - sl_lease_store_remove(c->url), retried as ctl_call()
+ * retries, without opening the store first.
+ */
+int ctl_remove(struct ctl *c);
 
 /*
  * ctl_call() - @fn(@c, @arg), again after a pause while it fails with an

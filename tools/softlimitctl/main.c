@@ -7,6 +7,7 @@
  *   softlimitctl [--store URL] [--json] [--timeout SECONDS] budget show [NAME]
  *   softlimitctl [--store URL] [--timeout SECONDS] budget delete NAME
  *   softlimitctl [--store URL] [--json] [--timeout SECONDS] budget list
+ *   softlimitctl [--store URL] [--timeout SECONDS] store remove
  *
  * The store is --store, else $SOFTLIMIT_STORE.  Exit status: 0 done, 1 the
  * store refused or could not be reached (a message says which), 2 a bad
@@ -40,6 +41,8 @@ static void usage(FILE *f)
 		"                      demand, expiry, state); without NAME every budget\n"
 		"  budget delete NAME  remove NAME (live leases keep their last share)\n"
 		"  budget list         the budgets' names\n"
+		"  store remove        remove the store and every budget in it (shm: the\n"
+		"                      object; etcd: every key under PREFIX)\n"
 		"options:\n"
 		"  --store URL         shm:NAME or etcd://HOST:PORT[,HOST:PORT...]/PREFIX\n"
 		"                      (default: $SOFTLIMIT_STORE)\n"
@@ -208,6 +211,26 @@ static int fail(const char *what, const char *name, int rc)
 	return EXIT_FAIL;
 }
 
+/* store remove: no store is opened (an open would create it). */
+static int store_remove(const struct cmdline *cl)
+{
+	struct ctl c = { .url = cl->url, .timeout_s = cl->timeout_s };
+	int rc;
+
+	if (cl->nargs != 2 || strcmp(cl->args[1], "remove") != 0)
+		die_usage("usage: store remove");
+	if (!c.url || !*c.url)
+		die_usage("no store: give --store URL or set SOFTLIMIT_STORE");
+	rc = ctl_remove(&c);
+	if (rc == -EINVAL)
+		die_usage("'%s' is not a store URL (shm:NAME or etcd://HOST:PORT[,...]/PREFIX)", c.url);
+	if (rc == -ENOENT) {
+		fprintf(stderr, PROG ": store remove %s: no such store\n", c.url);
+		return EXIT_FAIL;
+	}
+	return rc ? fail("store remove", c.url, rc) : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cmdline cl = { 0 };
@@ -217,9 +240,11 @@ int main(int argc, char **argv)
 
 	parse_cmdline(argc, argv, &cl);
 	if (cl.nargs == 0)
-		die_usage("no command (budget set|show|delete|list)");
+		die_usage("no command (budget set|show|delete|list, store remove)");
+	if (strcmp(cl.args[0], "store") == 0)
+		return store_remove(&cl);
 	if (strcmp(cl.args[0], "budget") != 0)
-		die_usage("unknown command '%s' (budget set|show|delete|list)", cl.args[0]);
+		die_usage("unknown command '%s' (budget set|show|delete|list, store remove)", cl.args[0]);
 	if (cl.nargs < 2)
 		die_usage("budget: which? set, show, delete or list");
 	verb = cl.args[1];

@@ -31,22 +31,39 @@ static bool transient(int err)
 	       err == -EHOSTUNREACH || err == -ECONNRESET;
 }
 
-int ctl_open(struct ctl *c)
+/* Starts the deadline; fills c->opts. */
+static void ctl_begin(struct ctl *c)
 {
-	struct sl_lease_store_opts so;
 	int64_t left_ms;
 
 	c->deadline_ns = now_ns() + (int64_t)c->timeout_s * 1000000000;
 	c->retry = strncmp(c->url, "etcd://", 7) == 0;
-	sl_lease_store_opts_init(&so);
+	sl_lease_store_opts_init(&c->opts);
 	/* One operation may use the whole deadline, but no more: a command
 	 * with --timeout 1 answers within about a second. */
 	left_ms = (int64_t)c->timeout_s * 1000;
 	if (left_ms < 100)
 		left_ms = 100;
-	if ((int64_t)so.timeout_ms > left_ms)
-		so.timeout_ms = (uint32_t)left_ms;
-	return sl_lease_store_open(c->url, &so, &c->store);
+	if ((int64_t)c->opts.timeout_ms > left_ms)
+		c->opts.timeout_ms = (uint32_t)left_ms;
+}
+
+int ctl_open(struct ctl *c)
+{
+	ctl_begin(c);
+	return sl_lease_store_open(c->url, &c->opts, &c->store);
+}
+
+static int do_remove(struct ctl *c, void *arg)
+{
+	(void)arg;
+	return sl_lease_store_remove(c->url, &c->opts);
+}
+
+int ctl_remove(struct ctl *c)
+{
+	ctl_begin(c);
+	return ctl_call(c, do_remove, NULL);
 }
 
 int ctl_call(struct ctl *c, ctl_fn fn, void *arg)

@@ -105,14 +105,21 @@ static int budget_read(struct ctl *c, struct budget *b)
 	return 0;
 }
 
+/* The room no one holds: what a grow may take now. */
+static uint64_t budget_free(const struct budget *b)
+{
+	return b->share < b->lim.max ? b->lim.max - b->share : 0;
+}
+
 static void json_budget_fields(const struct budget *b)
 {
 	printf("\"name\":");
 	json_str(b->name);
 	printf(",\"max\":%" PRIu64 ",\"soft\":%" PRIu64 ",\"min\":%" PRIu64
-	       ",\"participants\":%zu,\"share\":%" PRIu64 ",\"floor\":%" PRIu64
-	       ",\"usage\":%" PRIu64 ",\"demand\":%" PRIu64,
-	       b->lim.max, b->lim.soft, b->lim.min, b->n, b->share, b->floor, b->usage, b->demand);
+	       ",\"participants\":%zu,\"share\":%" PRIu64 ",\"free\":%" PRIu64
+	       ",\"floor\":%" PRIu64 ",\"usage\":%" PRIu64 ",\"demand\":%" PRIu64,
+	       b->lim.max, b->lim.soft, b->lim.min, b->n, b->share, budget_free(b), b->floor,
+	       b->usage, b->demand);
 }
 
 #define SZ 24
@@ -121,13 +128,14 @@ static void table_budget_line(const struct budget *b)
 {
 	char s[6][SZ];
 
-	printf("%-24s %9s %9s %9s %6zu %9s %9s\n", b->name, format_size(b->lim.max, s[0], SZ),
+	printf("%-24s %9s %9s %9s %6zu %9s %9s %9s\n", b->name, format_size(b->lim.max, s[0], SZ),
 	       format_size(b->lim.soft, s[1], SZ), format_size(b->lim.min, s[2], SZ), b->n,
-	       format_size(b->share, s[3], SZ), format_size(b->usage, s[4], SZ));
+	       format_size(b->share, s[3], SZ), format_size(budget_free(b), s[4], SZ),
+	       format_size(b->usage, s[5], SZ));
 }
 
-#define BUDGET_HEADER "%-24s %9s %9s %9s %6s %9s %9s\n", "BUDGET", "MAX", "SOFT", "MIN", \
-		      "PARTS", "SHARE", "USAGE"
+#define BUDGET_HEADER "%-24s %9s %9s %9s %6s %9s %9s %9s\n", "BUDGET", "MAX", "SOFT", "MIN", \
+		      "PARTS", "SHARE", "FREE", "USAGE"
 
 int show_budget(struct ctl *c, const char *name)
 {
