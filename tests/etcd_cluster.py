@@ -16,6 +16,7 @@ its environment and returns its status; 77 (skipped) when etcd is not
 installed.
 """
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -178,6 +179,26 @@ class EtcdCluster:
         except subprocess.TimeoutExpired:
             return False
         return r.returncode == 0
+
+    def leader(self, deadline_s=HEALTH_DEADLINE_S):
+        """The index of the member that leads now (waits for one)."""
+        eps = ",".join("http://" + self.endpoint(i) for i in range(self.n) if self.alive(i))
+        env = dict(os.environ, ETCDCTL_API="3")
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            try:
+                r = subprocess.run([self.etcdctl, "--endpoints=" + eps, "--command-timeout=3s",
+                                    "endpoint", "status", "-w", "json"], env=env,
+                                   capture_output=True, text=True, timeout=10)
+                for st in json.loads(r.stdout or "[]"):
+                    s = st["Status"]
+                    if s.get("leader") and s["leader"] == s["header"]["member_id"]:
+                        port = int(st["Endpoint"].rsplit(":", 1)[1])
+                        return self.client.index(port)
+            except (subprocess.TimeoutExpired, ValueError, KeyError):
+                pass
+            time.sleep(0.2)
+        raise TimeoutError("no etcd leader within %.0f s" % deadline_s)
 
     def wait_healthy(self, members=None, deadline_s=HEALTH_DEADLINE_S):
         end = time.monotonic() + deadline_s

@@ -6,7 +6,7 @@ real 3-member etcd cluster on loopback, under one fault each.
     etcd_faults.py --node PATH/lease_node SCENARIO
 
 SCENARIO: node-kill (kill -9 a node), node-stall (SIGSTOP a node for three
-TTLs, then SIGCONT), member-kill (kill -9 one etcd member), all-down (every
+TTLs, then SIGCONT), member-kill (kill -9 the etcd leader), all-down (every
 member down for 30 s, then back), wipe (every member's data wiped, the
 cluster restarted empty).
 
@@ -283,15 +283,17 @@ def scenario(name, args, cl, url, nodes, work, figures):
         wait_for("node 0 holds its lease again", lambda: stat(victim, ST_STATE) == HELD and
                  stat(victim, ST_RENEWALS) > base[0] + 2)
     elif name == "member-kill":
-        log("kill -9 etcd member e0")
-        cl.kill(0)
+        # The leader: the others elect a new one, which extends every lease.
+        lead = cl.leader()
+        log("kill -9 etcd member e%d, the leader" % lead)
+        cl.kill(lead)
         base = [stat(n, ST_RENEWALS) for n in nodes]
         wait_for("every node renews through the other members", lambda: renewed(nodes, base))
-        log("restart e0")
-        cl.start(0)
+        log("restart e%d" % lead)
+        cl.start(lead)
         cl.wait_healthy()
         base = [stat(n, ST_RENEWALS) for n in nodes]
-        wait_for("every node renews with e0 back", lambda: renewed(nodes, base) and all_held(nodes))
+        wait_for("every node renews with the member back", lambda: renewed(nodes, base) and all_held(nodes))
     elif name == "all-down":
         log("kill -9 every etcd member, for 30 s")
         down = time.monotonic()
