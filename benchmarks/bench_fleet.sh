@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# benchmarks/bench_fleet.sh [--quick] [--no-scale] - issue Fleet's benchmark:
+# three tenants' budgets shared by three slcache nodes through a real
+# 3-member etcd cluster on loopback (etcd:// lease store), against the
+# static split of the same budgets (--tenant T:max=BUDGET/3 on each node),
+# in the same run.
+#
+# Tenants are Twitter-shaped (benchmarks/data/twitter-2020Mar-stats.md):
+# clusters 4, 7 and 29, each with its cluster's mean value size and Zipf
+# alpha, a 3 MiB budget over the fleet and a working set three times that.
+# The client spreads c4's keys 80/15/5 over the nodes, c7's 5/15/80, c29's
+# evenly (skewed false); halfway, every tenant's spread is reversed.  Leases
+# run with period 200 ms, ttl 3 s, idle 1 s.  Per tenant and variant, one
+# JSON line:
+#   {"bench":"fleet","variant":"lease"|"static","tenant":T,"skewed":B,
+#    "hit_ratio":H,"max_over_budget_bytes":X,"convergence_s":C,...}
+#   hit_ratio       hits / reads over the fleet, both halves (after a warm-up)
+#   convergence_s   after the reversal, when the newly hot node held more
+#                   than 45% of the tenant's budget (null: never, or static)
+#   max_over_budget_bytes  the tenant's usage summed over the nodes every
+#                   10 ms, one node after another, past its budget
+#   kill_reuse_s    (first tenant) kill -9 of the node holding most: how soon
+#                   the others have 80% of the budget in use (goal: ttl + a
+#                   period, kill_goal_s)
+# Then, unless --no-scale, bench_etcd_scale's lines against the same
+# cluster: N participants (10, 30, 100; --quick 10, 30), each its own store
+# handle and run thread: convergence_s and store_requests_per_s.
+# The shares over time: benchmarks/results/fleet_shares.csv (variant, time,
+# tenant, node, share, usage), plotted to fleet_shares.svg when matplotlib
+# is there.  Measures, never gates.  stdout and
+# benchmarks/results/fleet.jsonl.  slcache, softlimitctl and
+# bench_etcd_scale are built (Release) in $SL_BUILD_DIR (default
+# build/bench) unless they are there.  --quick: under 15 minutes (about 5).
+set -euo pipefail
+
+SL_PROG=benchmarks/bench_fleet.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+
+opts=()
+for arg in "$@"; do
+	case $arg in
+	--quick | --no-scale) opts+=("$arg") ;;
+	-h | --help)
+		sed -n '4,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*) sl_die "unknown option '$arg'" ;;
+	esac
+done
+
+log() { printf '%s\n' "$*" >&2; }
+
+PY=$(command -v /usr/bin/python3 || command -v python3 || true)
+[ -n "$PY" ] || sl_die "python3 not found"
+command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
+	sl_die "etcd is not installed (apt-get install etcd-server etcd-client)"
+
+B=${SL_BUILD_DIR:-$SL_ROOT/build/bench}
+if [ ! -f "$B/CMakeCache.txt" ]; then
+	log "==> configuring a Release build in $B"
+	sl_configure "$B" --log-level=WARNING -DCMAKE_BUILD_TYPE=Release -DSL_WERROR=OFF \
+		-DSL_SANITIZE= -DSL_COVERAGE=OFF -DSL_BUILD_TESTS=OFF -DSL_BUILD_EXAMPLES=ON >&2
+fi
+cmake --build "$B" -j"$SL_JOBS" --target slcache softlimitctl bench_etcd_scale >&2
+SLCACHE=$B/examples/slcache
+CTL=$B/tools/softlimitctl
+SCALE=$B/benchmarks/bench_etcd_scale
+[ -x "$SLCACHE" ] || sl_die "no slcache at $SLCACHE (is SL_BUILD_EXAMPLES on in $B?)"
+[ -x "$CTL" ] || sl_die "no softlimitctl at $CTL (is libsoftlimit-lease built in $B?)"
+[ -x "$SCALE" ] || sl_die "no bench_etcd_scale at $SCALE (libcurl and jansson found in $B?)"
+
+R=$SL_ROOT/benchmarks/results
+mkdir -p "$R"
+OUT=$(mktemp "${TMPDIR:-/tmp}/bench-fleet.XXXXXX")
+trap 'rm -f "$OUT"' EXIT
+SL_FLEET_SHARES=$R/fleet_shares.csv "$PY" "$SL_ROOT/benchmarks/fleet.py" "$SLCACHE" "$CTL" \
+	"$SCALE" "${opts[@]}" >"$OUT"
+cp "$OUT" "$R/fleet.jsonl"
+"$PY" - "$R/fleet_shares.csv" "$R/fleet_shares.svg" <<'PLOT' >&2 || true
+import csv, sys
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    print("bench_fleet: no matplotlib: no plot (the CSV is there)")
+    sys.exit(0)
+rows = list(csv.DictReader(open(sys.argv[1])))
+tenants = sorted({r["tenant"] for r in rows})
+fig, axes = plt.subplots(len(tenants), 2, figsize=(11, 3 * len(tenants)), squeeze=False)
+for i, t in enumerate(tenants):
+    for j, v in enumerate(("static", "lease")):
+        ax = axes[i][j]
+        for node in sorted({r["node"] for r in rows}):
+            pts = [(float(r["t_s"]), int(r["share_bytes"]) / 2**20) for r in rows
+                   if r["tenant"] == t and r["variant"] == v and r["node"] == node]
+            if pts:
+                ax.plot(*zip(*pts), label="node %s" % node)
+        ax.set_title("%s, %s" % (t, v))
+        ax.set_xlabel("s")
+        ax.set_ylabel("share (MiB)")
+        ax.legend(fontsize=7)
+fig.tight_layout()
+fig.savefig(sys.argv[2])
+print("bench_fleet: plot in %s" % sys.argv[2])
+PLOT
+cat "$OUT"

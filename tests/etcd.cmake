@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: MIT
+#
+# The etcd:// store (lib/lease/store_etcd*.c), tested only against real
+# etcd that the tests start on loopback (tests/etcd_cluster.py): label etcd.
+# Without etcd installed they exit 77 (skipped) and say why; scripts/test
+# installs etcd-server and etcd-client.  Included by tests/CMakeLists.txt.
+if(NOT (TARGET softlimit_lease_internal AND SL_HAVE_ETCD AND SL_PYTHON3))
+  return()
+endif()
+
+add_executable(test_etcd_store test_etcd_store.c)
+target_compile_definitions(test_etcd_store PRIVATE SL_HAVE_ETCD)
+target_link_libraries(test_etcd_store PRIVATE softlimit_lease_internal PkgConfig::CHECK Threads::Threads)
+add_test(NAME etcd_store
+         COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 1 --
+                 $<TARGET_FILE:test_etcd_store>)
+set_tests_properties(etcd_store PROPERTIES
+    LABELS "etcd" TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "CK_DEFAULT_TIMEOUT=120")
+
+# One participant of a leased budget, driven by the fault tests: the public
+# API only (libsoftlimit-lease).
+add_executable(lease_node lease_node.c)
+target_link_libraries(lease_node PRIVATE softlimit::lease softlimit::softlimit Threads::Threads)
+
+# The fleet's faults (issue Fleet), each against its own 3-member cluster:
+# the budget's sum is sampled every 10 ms and never over twice in a row.
+# One at a time (RESOURCE_LOCK): each runs 3 etcd members and 3 nodes.
+foreach(fault node-kill node-stall member-kill all-down wipe)
+  add_test(NAME etcd_fault_${fault}
+           COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_faults.py
+                   --node $<TARGET_FILE:lease_node> ${fault})
+  set_tests_properties(etcd_fault_${fault} PROPERTIES
+      LABELS "etcd" TIMEOUT 300 SKIP_RETURN_CODE 77 RESOURCE_LOCK etcd_cluster)
+endforeach()

@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The fleet's fault tests (issue Fleet): nodes sharing one budget through a
+real 3-member etcd cluster on loopback, under one fault each.
+
+    etcd_faults.py --node PATH/lease_node SCENARIO
+
+SCENARIO: node-kill (kill -9 a node), node-stall (SIGSTOP a node for three
+TTLs, then SIGCONT), member-kill (kill -9 the etcd leader), all-down (every
+member down for 30 s, then back), wipe (every member's data wiped, the
+cluster restarted empty).
+
+The invariant, sampled every 10 ms one node after another: the usages of
+the nodes whose leases run plus the floors of the others sum to at most the
+budget's max.  A node that is stopped or dead counts its last published
+share (its usage can be no more) until its own view of its lease ends, then
+its floor; a stalled node counts its live usage again from two periods
+after it wakes.  One sample over the budget is tolerated (the samples are
+not one instant), two in a row fail the test.  Every wait is for an event,
+with a generous deadline; no rate or time window is asserted.  Exit 77
+(skip) when etcd is not installed.
+"""
+import argparse
+import mmap
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import etcd_cluster  # noqa: E402
+
+BUDGET = "tenant"
+MAX = 30000
+MIN = 6000
+NODES = 3
+PERIOD_MS = 200
+TTL_MS = 2000
+MARGIN_MS = 1000
+DEADLINE_S = 60.0
+SAMPLE_S = 0.010
+
+# The status block of tests/lease_node.c.
+(ST_SEQ, ST_PID, ST_USAGE, ST_SHARE, ST_FLOOR, ST_STATE, ST_EXPIRES, ST_RESETS, ST_FENCES,
+ ST_RENEWALS, ST_ERRORS, ST_GRANTS, ST_SHRINKS, ST_MONO_NS, ST_DEMAND, ST_MAX) = range(16)
+HELD, FENCED = 1, 2
+
+
+def log(msg):
+    print("[%8.3f] %s" % (time.monotonic() - T0, msg), flush=True)
+
+
+T0 = time.monotonic()
+
+
+class Node:
+    def __init__(self, idx, args, url, workdir, demand):
+        self.idx = idx
+        self.status_path = os.path.join(workdir, "n%d.status" % idx)
+        self.err_path = os.path.join(workdir, "n%d.err" % idx)
+        self.map = None
+        self.last = None
+        self.lock = threading.Lock()
+        self.mode = "live"   # live | frozen (stopped or dead) | waking
+        self.frozen = None
+        self.own_end = 0.0
+        self.wake_until = 0.0
+        out = open(os.path.join(workdir, "n%d.out" % idx), "wb")
+        err = open(self.err_path, "wb")
+        self.proc = subprocess.Popen(
+            [args.node, "--store", url, "--budget", BUDGET, "--status", self.status_path,
+             "--demand", str(demand), "--period", str(PERIOD_MS), "--ttl", str(TTL_MS),
+             "--margin", str(MARGIN_MS), "--node", "n%d" % idx],
+            stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        out.close()
+        err.close()
+
+    def read(self):
+        """The node's last consistent status (None before its first)."""
+        if self.map is None:
+            try:
+                with open(self.status_path, "rb") as f:
+                    if os.fstat(f.fileno()).st_size < 128:
+                        return None
+                    self.map = mmap.mmap(f.fileno(), 128, prot=mmap.PROT_READ)
+            except FileNotFoundError:
+                return None
+        for _ in range(100):
+            s1 = struct.unpack_from("<Q", self.map, 0)[0]
+            v = struct.unpack_from("<16Q", self.map, 0)
+            s2 = struct.unpack_from("<Q", self.map, 0)[0]
+            if s1 == s2 and s1 % 2 == 0 and s1 > 0:
+                self.last = v
+                return v
+        return self.last
+
+    def counted(self, now):
+        with self.lock:
+            mode = self.mode
+        if mode == "live" or (mode == "waking" and now >= self.wake_until):
+            v = self.read()
+            return v[ST_USAGE] if v else 0
+        return self.frozen[ST_SHARE] if now < self.own_end else self.frozen[ST_FLOOR]
+
+    def freeze(self, sig):
+        """Stop or kill the node; from now on it counts by its last status."""
+        with self.lock:
+            self.proc.send_signal(sig)
+            if sig == signal.SIGKILL:
+                self.proc.wait()
+            v = self.read()
+            self.frozen = v
+            # Its own view of its lease ends expires_ms after that status.
+            exp = struct.unpack("<q", struct.pack("<Q", v[ST_EXPIRES]))[0]
+            self.own_end = v[ST_MONO_NS] / 1e9 + max(exp, 0) / 1e3
+            if v[ST_STATE] != HELD:
+                self.own_end = 0.0
+            self.mode = "frozen"
+
+    def wake(self):
+        with self.lock:
+            self.proc.send_signal(signal.SIGCONT)
+            self.wake_until = time.monotonic() + 2 * PERIOD_MS / 1e3
+            self.mode = "waking"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def stderr_text(self):
+        with open(self.err_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+class Checker(threading.Thread):
+    """Sum the nodes' counted usage every 10 ms, one after another."""
+
+    def __init__(self, nodes):
+        super().__init__(daemon=True)
+        self.nodes = nodes
+        self.stop_ev = threading.Event()
+        self.samples = 0
+        self.over = 0
+        self.in_a_row = 0
+        self.violations = []
+        self.max_sum = 0
+
+    def run(self):
+        while not self.stop_ev.is_set():
+            now = time.monotonic()
+            parts = [n.counted(now) for n in list(self.nodes)]
+            total = sum(parts)
+            self.samples += 1
+            self.max_sum = max(self.max_sum, total)
+            if total > MAX:
+                self.over += 1
+                self.in_a_row += 1
+                if self.in_a_row >= 2:
+                    self.violations.append((now - T0, total, parts))
+            else:
+                self.in_a_row = 0
+            self.stop_ev.wait(SAMPLE_S)
+
+
+def wait_for(what, pred, deadline_s=DEADLINE_S):
+    end = time.monotonic() + deadline_s
+    t0 = time.monotonic()
+    while time.monotonic() < end:
+        if pred():
+            log("%s (after %.2f s)" % (what, time.monotonic() - t0))
+            return time.monotonic() - t0
+        time.sleep(0.02)
+    raise AssertionError("timed out after %.0f s waiting for: %s" % (deadline_s, what))
+
+
+def stat(n, field):
+    v = n.read()
+    return v[field] if v else 0
+
+
+def set_budget(args, url):
+    subprocess.run([args.node, "--store", url, "--set-budget", BUDGET, "--max", str(MAX),
+                    "--min", str(MIN), "--soft", str(MAX // 2)], check=True, timeout=120)
+
+
+def all_held(nodes):
+    return all(stat(n, ST_STATE) == HELD for n in nodes)
+
+
+def renewed(nodes, base, more=5):
+    return all(stat(n, ST_RENEWALS) >= base[i] + more for i, n in enumerate(nodes))
+
+
+def run(args):
+    work = tempfile.mkdtemp(prefix="sl-faults-")
+    try:
+        return run_in(args, work)
+    finally:
+        if not os.environ.get("SL_ETCD_KEEP"):
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print("node logs kept in %s" % work)
+
+
+def run_in(args, work):
+    nodes = []
+    checker = None
+    figures = {}
+    try:
+        with etcd_cluster.EtcdCluster(3) as cl:
+            url = cl.url("faults")
+            set_budget(args, url)
+            for i in range(NODES):
+                nodes.append(Node(i, args, url, work, MAX))
+            checker = Checker(nodes)
+            checker.start()
+            wait_for("every node holds its lease", lambda: all_held(nodes))
+            wait_for("the shares fill 90% of the budget",
+                     lambda: sum(stat(n, ST_SHARE) for n in nodes) >= 0.9 * MAX)
+            figures["converge_s"] = round(time.monotonic() - T0, 2)
+            scenario(args.scenario, args, cl, url, nodes, work, figures)
+            log("settling: one more TTL under the checker")
+            time.sleep(TTL_MS / 1e3)
+    finally:
+        if checker:
+            checker.stop_ev.set()
+            checker.join()
+        for n in nodes:
+            n.stop()
+    figures.update(samples=checker.samples, over_once=checker.over,
+                   max_sum=checker.max_sum, budget=MAX)
+    print("FIGURES %s %s" % (args.scenario, " ".join("%s=%s" % kv for kv in figures.items())))
+    for n in nodes:
+        text = n.stderr_text()
+        for bad in ("runtime error", "AddressSanitizer", "ThreadSanitizer", "LeakSanitizer"):
+            if bad in text:
+                print("node %d's stderr reports a sanitizer error:\n%s" % (n.idx, text))
+                return 1
+    if checker.violations:
+        for t, total, parts in checker.violations[:10]:
+            print("OVER BUDGET twice in a row at %.3f s: sum %d > %d: %s" % (t, total, MAX, parts))
+        return 1
+    print("PASS %s: the sum never passed the budget twice in a row (%d samples)" %
+          (args.scenario, checker.samples))
+    return 0
+
+
+def scenario(name, args, cl, url, nodes, work, figures):
+    base = [stat(n, ST_RENEWALS) for n in nodes]
+    if name == "node-kill":
+        victim = nodes[0]
+        floor = stat(victim, ST_FLOOR)
+        log("kill -9 node 0 (share %d, floor %d)" % (stat(victim, ST_SHARE), floor))
+        victim.freeze(signal.SIGKILL)
+        others = nodes[1:]
+        figures["reuse_s"] = round(wait_for(
+            "the others use 80% of what the dead node does not hold",
+            lambda: sum(stat(n, ST_USAGE) for n in others) >= 0.8 * (MAX - floor)), 2)
+        log("a new node joins")
+        nodes.append(Node(len(nodes), args, url, work, MAX))
+        wait_for("the new node holds a lease", lambda: stat(nodes[-1], ST_STATE) == HELD)
+    elif name == "node-stall":
+        victim = nodes[0]
+        fences = stat(victim, ST_FENCES)
+        log("SIGSTOP node 0 for three TTLs (share %d)" % stat(victim, ST_SHARE))
+        victim.freeze(signal.SIGSTOP)
+        time.sleep(3 * TTL_MS / 1e3)
+        figures["others_share_in_stall"] = sum(stat(n, ST_SHARE) for n in nodes[1:])
+        log("SIGCONT node 0")
+        victim.wake()
+        wait_for("node 0 fell to its floor on waking", lambda: stat(victim, ST_FENCES) > fences)
+        wait_for("node 0 holds its lease again", lambda: stat(victim, ST_STATE) == HELD and
+                 stat(victim, ST_RENEWALS) > base[0] + 2)
+    elif name == "member-kill":
+        # The leader: the others elect a new one, which extends every lease.
+        lead = cl.leader()
+        log("kill -9 etcd member e%d, the leader" % lead)
+        cl.kill(lead)
+        base = [stat(n, ST_RENEWALS) for n in nodes]
+        wait_for("every node renews through the other members", lambda: renewed(nodes, base))
+        log("restart e%d" % lead)
+        cl.start(lead)
+        cl.wait_healthy()
+        base = [stat(n, ST_RENEWALS) for n in nodes]
+        wait_for("every node renews with the member back", lambda: renewed(nodes, base) and all_held(nodes))
+    elif name == "all-down":
+        log("kill -9 every etcd member, for 30 s")
+        down = time.monotonic()
+        for i in range(cl.n):
+            cl.kill(i)
+        wait_for("every node fenced (at its floor)",
+                 lambda: all(stat(n, ST_STATE) == FENCED and
+                             stat(n, ST_MAX) <= stat(n, ST_FLOOR) for n in nodes))
+        time.sleep(max(0.0, 30.0 - (time.monotonic() - down)))
+        log("start every member again")
+        cl.start_all()
+        cl.wait_healthy()
+        base = [stat(n, ST_RENEWALS) for n in nodes]
+        figures["back_s"] = round(wait_for(
+            "every node holds its lease again",
+            lambda: all_held(nodes) and renewed(nodes, base, 2)), 2)
+    elif name == "wipe":
+        resets = [stat(n, ST_RESETS) for n in nodes]
+        log("wipe etcd: stop, delete every member's data, start empty")
+        cl.wipe()
+        cl.wait_healthy()
+        wait_for("every node saw the store reset (a metric)",
+                 lambda: all(stat(n, ST_RESETS) > resets[i] for i, n in enumerate(nodes)))
+        for n in nodes:
+            if stat(n, ST_MAX) > stat(n, ST_FLOOR):
+                raise AssertionError("node %d above its floor after the reset" % n.idx)
+        wait_for("every node logged the reset",
+                 lambda: all("store reset" in n.stderr_text() for n in nodes))
+        # The operator sets it again some time later, not at once.
+        time.sleep(2 * TTL_MS / 1e3)
+        log("set the budget again")
+        set_budget(args, url)
+        base = [stat(n, ST_RENEWALS) for n in nodes]
+        wait_for("every node rejoined", lambda: all_held(nodes) and renewed(nodes, base, 2))
+        wait_for("the shares fill 90% of the budget again",
+                 lambda: sum(stat(n, ST_SHARE) for n in nodes) >= 0.9 * MAX)
+    else:
+        raise SystemExit("unknown scenario %s" % name)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--node", required=True, help="tests/lease_node")
+    p.add_argument("scenario", choices=["node-kill", "node-stall", "member-kill", "all-down",
+                                        "wipe"])
+    args = p.parse_args()
+    if not etcd_cluster.etcd_binaries():
+        print("SKIP: etcd is not installed (apt-get install etcd-server etcd-client)")
+        return etcd_cluster.SKIP
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

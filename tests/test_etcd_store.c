@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The etcd:// store's operations (lib/lease/store.h) against a real etcd
+ * that tests/etcd_cluster.py started: SL_ETCD_ENDPOINTS=host:port,...
+ * Each test works under its own prefix.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+
+static const struct sl__lease_store_ops *ops = &sl__lease_store_etcd;
+
+static const char *endpoints(void)
+{
+	const char *e = getenv("SL_ETCD_ENDPOINTS");
+
+	ck_assert_msg(e && *e, "run under tests/etcd_cluster.py (SL_ETCD_ENDPOINTS)");
+	return e;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A store under a prefix of its own (the test's name and the pid). */
+static void *open_at(const char *hosts, const char *tag, uint32_t timeout_ms)
+{
+	struct sl_lease_store_opts o;
+	char rest[512];
+	void *st = NULL;
+
+	sl_lease_store_opts_init(&o);
+	o.timeout_ms = timeout_ms;
+	o.node = "testnode";
+	snprintf(rest, sizeof(rest), "//%s/sltest-%ld-%s", hosts, (long)getpid(), tag);
+	ck_assert_int_eq(ops->open(rest, &o, &st), 0);
+	return st;
+}
+
+static struct sl_limits limits(uint64_t max, uint64_t min)
+{
+	struct sl_limits l;
+
+	sl_limits_init(&l);
+	l.max = max;
+	l.soft = max / 2;
+	l.min = min;
+	return l;
+}
+
+static struct sl__lease_rec rec_of(void *st, uint64_t held, uint64_t floor)
+{
+	struct sl__lease_rec r;
+
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(ops->make_id(st, r.id), 0);
+	r.held = held;
+	r.floor = floor;
+	r.usage = held / 2;
+	r.demand = held;
+	return r;
+}
+
+START_TEST(open_refuses_malformed_urls)
+{
+	static const char *bad[] = { "", "//", "///p", "//host/p", "//host:/p", "//:1/p",
+				     "//h:1x/p", "//h:1,,h:2/p", "//h:1/bad prefix", "//h:1//p",
+				     "//h:1/p\"q" };
+	void *st = NULL;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(ops->open(bad[i], NULL, &st) == -EINVAL, "%s", bad[i]);
+	ck_assert_int_eq(ops->open("//h:1,h:2/p/q/", NULL, &st), 0);
+	ops->close(st);
+	ck_assert_int_eq(ops->open("//h:1", NULL, &st), 0);
+	ops->close(st);
+}
+END_TEST
+
+START_TEST(budgets_are_set_read_listed_and_deleted)
+{
+	void *st = open_at(endpoints(), "budgets", 5000);
+	static const char *names[] = { "b", "a.b", "a", "a-b", "z:1" };
+	char list[8][SL_LEASE_NAME_MAX];
+	struct sl_limits l = limits(1000, 300), got;
+	struct sl__lease_view v;
+	struct sl__lease_rec r;
+	size_t n = 0;
+
+	ck_assert_int_eq(ops->budget_get(st, "a", &got), -ENOENT);
+	ck_assert_int_eq(ops->budget_list(st, list, 8, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	for (size_t i = 0; i < 5; i++)
+		ck_assert_int_eq(ops->budget_set(st, names[i], &l), 0);
+	ck_assert_int_eq(ops->budget_get(st, "a", &got), 0);
+	ck_assert_uint_eq(got.max, 1000);
+	ck_assert_uint_eq(got.soft, 500);
+	ck_assert_uint_eq(got.min, 300);
+	/* A record under "a" must not show in the list. */
+	ck_assert_int_eq(ops->read(st, "a", &v), 0);
+	r = rec_of(st, 10, 5);
+	ck_assert_int_eq(ops->write(st, "a", &r, 2000, true, v.version, v.incarnation), 0);
+	sl__lease_view_free(&v);
+	ck_assert_int_eq(ops->budget_list(st, list, 8, &n), 0);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(list[0], "a");
+	ck_assert_str_eq(list[1], "a-b");
+	ck_assert_str_eq(list[2], "a.b");
+	ck_assert_str_eq(list[3], "b");
+	ck_assert_str_eq(list[4], "z:1");
+	ck_assert_int_eq(ops->budget_list(st, list, 2, &n), 0);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_int_eq(ops->budget_delete(st, "a"), 0);
+	ck_assert_int_eq(ops->budget_delete(st, "a"), -ENOENT);
+	ck_assert_int_eq(ops->read(st, "a", &v), -ENOENT);
+	ck_assert_int_eq(ops->budget_get(st, "a-b", &got), 0);
+	ck_assert_int_eq(ops->budget_list(st, list, 8, &n), 0);
+	ck_assert_uint_eq(n, 4);
+	ck_assert_int_eq(ops->budget_get(st, "bad/name", &got), -EINVAL);
+	ops->close(st);
+}
+END_TEST
+
+START_TEST(grows_compare_the_version_and_renewals_do_not)
+{
+	void *st = open_at(endpoints(), "grow", 5000);
+	struct sl_limits l = limits(1000, 200);
+	struct sl__lease_view v, w;
+	struct sl__lease_rec a, b;
+
+	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
+	ck_assert_int_eq(ops->read(st, "t", &v), 0);
+	ck_assert_uint_eq(v.n, 0);
+	ck_assert_uint_ne(v.incarnation, 0);
+	ck_assert_uint_eq(v.limits.max, 1000);
+	a = rec_of(st, 400, 100);
+	b = rec_of(st, 300, 100);
+	ck_assert_str_ne(a.id, b.id);
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), 0);
+	/* b read before a grew: its grow must fail. */
+	ck_assert_int_eq(ops->write(st, "t", &b, 2000, true, v.version, v.incarnation), -EAGAIN);
+	ck_assert_int_eq(ops->read(st, "t", &w), 0);
+	ck_assert_uint_gt(w.version, v.version);
+	ck_assert_uint_eq(w.n, 1);
+	ck_assert_str_eq(w.recs[0].id, a.id);
+	ck_assert_uint_eq(w.recs[0].held, 400);
+	ck_assert_uint_eq(w.recs[0].floor, 100);
+	ck_assert_uint_eq(w.recs[0].usage, 200);
+	ck_assert_uint_eq(w.recs[0].demand, 400);
+	ck_assert_int_eq(w.recs[0].state, SL_LEASE_HELD);
+	ck_assert_int_gt(w.recs[0].expires_ms, 0);
+	ck_assert_int_eq(ops->write(st, "t", &b, 2000, true, w.version, w.incarnation), 0);
+	/* A renewal or a shrink needs no compare. */
+	a.held = 350;
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, false, v.version, w.incarnation), 0);
+	sl__lease_view_free(&v);
+	ck_assert_int_eq(ops->read(st, "t", &v), 0);
+	ck_assert_uint_eq(v.n, 2);
+	ck_assert_uint_eq(v.version, w.version + 1);
+	/* A changed budget bumps the version: a grow on the old view fails. */
+	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), -EAGAIN);
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation + 1),
+			 -ESTALE);
+	ck_assert_int_eq(ops->remove(st, "t", a.id), 0);
+	ck_assert_int_eq(ops->remove(st, "t", a.id), -ENOENT);
+	sl__lease_view_free(&w);
+	ck_assert_int_eq(ops->read(st, "t", &w), 0);
+	ck_assert_uint_eq(w.n, 1);
+	ck_assert_str_eq(w.recs[0].id, b.id);
+	sl__lease_view_free(&v);
+	sl__lease_view_free(&w);
+	ops->close(st);
+}
+END_TEST
+
+/* The record of a participant that stops renewing expires; its floor stays. */
+START_TEST(an_expired_record_counts_its_floor_and_comes_back_only_within_it)
+{
+	void *st = open_at(endpoints(), "expire", 5000);
+	struct sl_limits l = limits(1000, 200);
+	struct sl__lease_view v;
+	struct sl__lease_rec a;
+	int64_t deadline = now_ms() + 60000;
+	bool fenced = false;
+
+	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
+	ck_assert_int_eq(ops->read(st, "t", &v), 0);
+	a = rec_of(st, 400, 100);
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), 0);
+	sl__lease_view_free(&v);
+	while (!fenced && now_ms() < deadline) {
+		ck_assert_int_eq(ops->read(st, "t", &v), 0);
+		ck_assert_uint_eq(v.n, 1);
+		fenced = v.recs[0].state == SL_LEASE_FENCED;
+		if (fenced) {
+			ck_assert_uint_eq(sl__lease_rec_counted(&v.recs[0]), 100);
+			ck_assert_uint_eq(v.recs[0].held, 100);
+		} else {
+			ck_assert_uint_eq(sl__lease_rec_counted(&v.recs[0]), 400);
+		}
+		sl__lease_view_free(&v);
+		usleep(100000);
+	}
+	ck_assert_msg(fenced, "the record did not expire within 60 s");
+	/* Back at its old share without a compare: refused. */
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, false, 0, v.incarnation), -EAGAIN);
+	/* At its floor: accepted, live again. */
+	a.held = 100;
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, false, 0, v.incarnation), 0);
+	ck_assert_int_eq(ops->read(st, "t", &v), 0);
+	ck_assert_int_eq(v.recs[0].state, SL_LEASE_HELD);
+	ck_assert_uint_eq(v.recs[0].held, 100);
+	/* And it grows again the ordinary way. */
+	a.held = 500;
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), 0);
+	sl__lease_view_free(&v);
+	ck_assert_int_eq(ops->remove(st, "t", a.id), 0);
+	ck_assert_int_eq(ops->read(st, "t", &v), 0);
+	ck_assert_uint_eq(v.n, 0);
+	sl__lease_view_free(&v);
+	ops->close(st);
+}
+END_TEST
+
+/* Everything under the prefix deleted, as a wiped cluster: a new incarnation. */
+START_TEST(a_wiped_store_is_a_new_incarnation)
+{
+	void *st = open_at(endpoints(), "wipe", 5000);
+	struct sl_limits l = limits(1000, 200);
+	struct sl__lease_view v, w;
+	struct sl__lease_rec a, b;
+	char cmd[1024];
+	int64_t deadline;
+	int rc;
+
+	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
+	ck_assert_int_eq(ops->read(st, "t", &v), 0);
+	a = rec_of(st, 400, 100);
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "ETCDCTL_API=3 etcdctl --endpoints=%s del --prefix sltest-%ld-wipe/ >/dev/null",
+		 endpoints(), (long)getpid());
+	ck_assert_int_eq(system(cmd), 0);
+	/* Gone, but not deleted: the view's incarnation says the store is new. */
+	ck_assert_int_eq(ops->read(st, "t", &w), -ENOENT);
+	ck_assert_uint_ne(w.incarnation, 0);
+	ck_assert_uint_ne(w.incarnation, v.incarnation);
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, false, v.version, v.incarnation), -ESTALE);
+	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
+	ck_assert_int_eq(ops->read(st, "t", &w), 0);
+	ck_assert_uint_ne(w.incarnation, v.incarnation);
+	ck_assert_uint_eq(w.n, 0);
+	/* a held a record in the old store: it registers again, and while the
+	 * quarantine this starts runs, others register but nothing grows. */
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, w.version, w.incarnation), 0);
+	sl__lease_view_free(&w);
+	ck_assert_int_eq(ops->read(st, "t", &w), 0);
+	b = rec_of(st, 100, 100);
+	ck_assert_int_eq(ops->write(st, "t", &b, 2000, true, w.version, w.incarnation), 0);
+	sl__lease_view_free(&w);
+	ck_assert_int_eq(ops->read(st, "t", &w), 0);
+	ck_assert_uint_eq(w.n, 2);
+	a.held = 500;
+	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, w.version, w.incarnation), -EAGAIN);
+	deadline = now_ms() + 60000;
+	while ((rc = ops->write(st, "t", &a, 2000, true, w.version, w.incarnation)) == -EAGAIN &&
+	       now_ms() < deadline)
+		usleep(100000);
+	ck_assert_int_eq(rc, 0);
+	sl__lease_view_free(&v);
+	sl__lease_view_free(&w);
+	ops->close(st);
+}
+END_TEST
+
+/* A socket that accepts connections and never answers: a hung member. */
+static int hung_listener(int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+START_TEST(calls_are_bounded_and_fail_over_between_endpoints)
+{
+	char hosts[512];
+	struct sl_limits l = limits(1000, 0), got;
+	int64_t t0;
+	int port, fd = hung_listener(&port);
+	void *st;
+
+	/* Nothing listens on port 1. */
+	st = open_at("127.0.0.1:1", "down", 500);
+	t0 = now_ms();
+	ck_assert_int_eq(ops->budget_get(st, "t", &got), -ECONNREFUSED);
+	ck_assert_int_lt(now_ms() - t0, 30000);
+	ops->close(st);
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d", port);
+	st = open_at(hosts, "hung", 500);
+	ck_assert_int_eq(ops->budget_get(st, "t", &got), -ETIMEDOUT);
+	ops->close(st);
+
+	/* A refusing and a hung member before the real one: it still answers. */
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:1,127.0.0.1:%d,%s", port, endpoints());
+	st = open_at(hosts, "failover", 5000);
+	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
+	ck_assert_int_eq(ops->budget_get(st, "t", &got), 0);
+	ck_assert_uint_eq(got.max, 1000);
+	ops->close(st);
+	close(fd);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("etcd_store");
+	TCase *tc = tcase_create("store");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, open_refuses_malformed_urls);
+	tcase_add_test(tc, budgets_are_set_read_listed_and_deleted);
+	tcase_add_test(tc, grows_compare_the_version_and_renewals_do_not);
+	tcase_add_test(tc, an_expired_record_counts_its_floor_and_comes_back_only_within_it);
+	tcase_add_test(tc, a_wiped_store_is_a_new_incarnation);
+	tcase_add_test(tc, calls_are_bounded_and_fail_over_between_endpoints);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
