@@ -165,7 +165,7 @@ static void lease_down_start(struct lease_down *ld, enum lease_mode mode, sl_gro
 
 static void lease_down_stop(struct lease_down *ld)
 {
-	char cmd[128];
+	char cmd[2 * sizeof(ld->dir) + 32]; /* "rm -rf" and the directory twice */
 
 	if (ld->running) {
 		sl_lease_stop(ld->store);
