@@ -6,7 +6,7 @@
     results.py tables RESULTS_DIR   # prints markdown tables on stdout
 
 Standard library only.  Missing or empty files are skipped.  The gnuplot
-scripts write RESULTS_DIR/{charge,reclaim,full,isolation}.png; benchmarks/run
+scripts write RESULTS_DIR/{charge,reclaim,full,isolation,lease}.png; benchmarks/run
 runs them.
 """
 import json
@@ -216,11 +216,82 @@ def isolation_plot(res, out):
     return gp
 
 
+LEASE_ALLOCATORS = ["static", "proportional", "maxmin", "gradient"]
+
+
+def lease_rows(res):
+    return [r for r in load(os.path.join(res, "lease.jsonl")) if r.get("bench") == "lease_sim"]
+
+
+def lease_configs(rows):
+    cfgs = []
+    for r in rows:
+        k = (r["participants"], r["budgets"])
+        if k not in cfgs:
+            cfgs.append(k)
+    return cfgs
+
+
+def lease_plot(res, out):
+    rows = lease_rows(res)
+    if not rows:
+        return None
+    cfgs = lease_configs(rows)
+    allocs = [a for a in LEASE_ALLOCATORS if any(r["allocator"] == a for r in rows)]
+    allocs += sorted({r["allocator"] for r in rows} - set(allocs))
+    xtics = "set xtics (%s)" % ", ".join("%s %d" % (q("%dx%d" % c), i) for i, c in enumerate(cfgs))
+    gp = ["set terminal pngcairo size 1200,450 noenhanced",
+          "set output %s" % q(os.path.join(res, "lease.png")),
+          "set multiplot layout 1,2 title %s" % q(
+              "bench_lease: simulated leases, participants x budgets (Twitter-shaped tenants)"),
+          "set grid", "set key below horizontal", xtics,
+          "set xrange [-0.3:%f]" % (len(cfgs) - 0.7), "set xlabel 'participants x budgets'"]
+    for metric, title, ylabel in (("utilization", "utilization: demanded memory held / budget",
+                                   "utilization"),
+                                  ("convergence_s", "convergence after the load moves",
+                                   "seconds (simulated)")):
+        plots = []
+        for a in allocs:
+            fn = os.path.join(out, "lease_%s_%s.dat" % (metric, a))
+            with open(fn, "w") as f:
+                for i, c in enumerate(cfgs):
+                    v = [r[metric] for r in rows if r["allocator"] == a
+                         and (r["participants"], r["budgets"]) == c]
+                    if v:
+                        f.write("%d %.4f\n" % (i, v[0]))
+            plots.append("%s using 1:2 with linespoints lw 2 title %s" % (q(fn), q(a)))
+        gp.append("set title %s" % q(title))
+        gp.append("set ylabel %s" % q(ylabel))
+        gp.append("plot " + ", ".join(plots))
+    gp.append("unset multiplot")
+    return gp
+
+
+def lease_tables(res):
+    rows = lease_rows(res)
+    if not rows:
+        return
+    print("#### bench_lease: simulated leases (utilization and fairness: 1 is best)\n")
+    out = []
+    for c in lease_configs(rows):
+        base = next((r for r in rows if r["allocator"] == "static"
+                     and (r["participants"], r["budgets"]) == c), None)
+        for r in rows:
+            if (r["participants"], r["budgets"]) != c:
+                continue
+            gain = "%+.1f" % (100 * (r["utilization"] - base["utilization"])) if base else "-"
+            out.append(["%dx%d" % c, r["allocator"], "%.3f" % r["utilization"], gain,
+                        "%.3f" % r["fairness"], "%.2f" % r["convergence_s"],
+                        "%.0f" % r["store_ops_per_s"], r["over_budget_samples"]])
+    print(table(["participants x budgets", "allocator", "utilization", "points over static",
+                 "fairness", "convergence s", "store ops/s", "over budget"], out))
+
+
 def plots(res):
     out = os.path.join(res, "plot")
     os.makedirs(out, exist_ok=True)
     for name, fn in (("charge", charge_plot), ("reclaim", reclaim_plot), ("full", full_plot),
-                     ("isolation", isolation_plot)):
+                     ("isolation", isolation_plot), ("lease", lease_plot)):
         gp = fn(res, out)
         path = os.path.join(out, name + ".gp")
         if gp is None:
@@ -391,6 +462,8 @@ def tables(res):
         print("(in parentheses: points against shared / against static)\n")
 
     replay_tables(res)
+
+    lease_tables(res)
 
     rows = load(os.path.join(res, "server.jsonl"))
     if rows:

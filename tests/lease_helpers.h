@@ -8,6 +8,12 @@
 #ifndef SL_TESTS_LEASE_HELPERS_H
 #define SL_TESTS_LEASE_HELPERS_H
 
+/* setenv() and the like: this header comes first in the lease suites. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dirent.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -20,12 +26,51 @@
 /* Every wait for an event gives up after this long (a loaded 2-core box). */
 #define LEASE_DEADLINE_S 60.0
 
-/* A store name no other test run uses: "t<pid>.<n>". */
+/* The suite's process: every store name of a run starts "t<run>.", so that
+ * lease_cleanup() finds what a failed test (which never reached its own
+ * unlink) left behind. */
+static inline long lease_run_id(void)
+{
+	const char *v = getenv("SL_LEASE_TEST_RUN");
+
+	return v ? atol(v) : (long)getpid();
+}
+
+/* A store name no other test uses: "t<run>.<pid>.<n>". */
 static inline void lease_name(char *buf, size_t size)
 {
 	static int n;
 
-	snprintf(buf, size, "t%d.%d", (int)getpid(), n++);
+	snprintf(buf, size, "t%ld.%d.%d", lease_run_id(), (int)getpid(), n++);
+}
+
+/* In main(): before the tests, name the run; after them, remove its stores. */
+static inline void lease_run_begin(void)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%ld", (long)getpid());
+	setenv("SL_LEASE_TEST_RUN", v, 1);
+}
+
+static inline void lease_run_end(void)
+{
+	char prefix[64];
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	snprintf(prefix, sizeof(prefix), "softlimit-t%ld.", lease_run_id());
+	while ((e = readdir(d)) != NULL) {
+		if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+			char path[300];
+
+			snprintf(path, sizeof(path), "/%s", e->d_name);
+			shm_unlink(path);
+		}
+	}
+	closedir(d);
 }
 
 static inline void lease_url(char *buf, size_t size, const char *name)

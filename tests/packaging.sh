@@ -30,7 +30,8 @@ fi
 log "dpkg-buildpackage -us -uc -b (log: $work/build.log)"
 (cd "$work/src/softlimit" && dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1 ||
 	{ tail -n 30 "$work/build.log"; die "dpkg-buildpackage failed"; }
-for pkg in libsoftlimit0.2 libsoftlimit-dev libsoftlimit-jemalloc0.2 libsoftlimit-jemalloc-dev slcache; do
+for pkg in libsoftlimit0.2 libsoftlimit-dev libsoftlimit-jemalloc0.2 libsoftlimit-jemalloc-dev \
+	libsoftlimit-lease0.2 libsoftlimit-lease-dev softlimitctl slcache; do
 	ls "$work/src/${pkg}"_*.deb >/dev/null 2>&1 || die "no ${pkg} package was built"
 done
 # dpkg-gensymbols: the symbols files must match what the libraries export.
@@ -55,9 +56,12 @@ libdir=$usr/lib/$multiarch
 [ -e "$libdir/libsoftlimit.so.0.2" ] || die "no libsoftlimit.so.0.2 in the packages"
 
 log "man pages"
-man -M "$usr/share/man" -w sl_charge sl_uncharge sl_jemalloc_free softlimit slcache >/dev/null ||
+man -M "$usr/share/man" -w sl_charge sl_uncharge sl_jemalloc_free sl_lease_join softlimit slcache softlimitctl >/dev/null ||
 	die "man cannot find the packaged pages"
 "$usr/bin/slcache" --help >/dev/null || die "the packaged slcache does not run"
+LD_LIBRARY_PATH=$libdir "$usr/bin/softlimitctl" --help >/dev/null || die "the packaged softlimitctl does not run"
+ls "$usr/share/doc/libsoftlimit-dev/design.md"* >/dev/null 2>&1 && [ -f "$usr/share/doc/libsoftlimit-dev/examples/threads_host.c" ] ||
+	die "libsoftlimit-dev ships no design documents or examples"
 
 log "consumer via pkg-config"
 pc() { PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --define-variable=prefix="$usr" "$@"; }
@@ -68,9 +72,13 @@ LD_LIBRARY_PATH=$libdir "$work/consumer-pc"
 LD_LIBRARY_PATH=$libdir ldd "$work/consumer-pc" | grep -q "$libdir/libsoftlimit.so.0.2" ||
 	die "consumer-pc did not load the packaged libsoftlimit"
 pc --exists softlimit-jemalloc || die "pkg-config cannot find the packaged softlimit-jemalloc"
+# shellcheck disable=SC2046 # pkg-config prints a list of words
+cc -std=c11 -Wall -Wextra -Werror -o "$work/consumer-lease" "$src/tests/install/consumer_lease.c" \
+	$(pc --cflags softlimit-lease) $(pc --libs softlimit-lease)
+LD_LIBRARY_PATH=$libdir "$work/consumer-lease"
 
 log "consumer via find_package(softlimit)"
-cmake -S "$src/tests/install" -B "$work/consumer" -DCMAKE_C_COMPILER=gcc \
+cmake -S "$src/tests/install" -B "$work/consumer" -DCMAKE_C_COMPILER=gcc -DSL_COMPONENTS="jemalloc;lease" \
 	-DCMAKE_PREFIX_PATH="$usr" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
 	-DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$work/consumer.log" 2>&1 ||
 	{ cat "$work/consumer.log"; die "find_package(softlimit) failed on the packaged files"; }

@@ -6,7 +6,9 @@
  *
  * SCRIPT: "=== NAME [close]" starts an exchange; the lines after it, up to
  * the next "===", are sent as they are written, with C escapes (\r \n \t
- * \\ \xHH) and "\{N*TEXT}" for N copies of TEXT.  A line is sent without a
+ * \\ \xHH), "\{N*TEXT}" for N copies of TEXT, and "\{pause MS}" to send
+ * what comes before, then wait MS milliseconds before the rest (a request
+ * split across packets, or one that waits for an expiry).  A line is sent without a
  * line end; write "\r\n" where the protocol wants one.  Each exchange gets a
  * fresh connection.  After the request, "mn\r\n" is sent and the answer is
  * read up to the server's "MN\r\n" (memcached's meta no-op, the way clients
@@ -37,6 +39,12 @@ struct buf {
 	char *p;
 	size_t n, cap;
 };
+
+/* The request's pauses: at byte split_at[i], wait split_ms[i]. */
+#define PAUSES_MAX 64
+static size_t split_at[PAUSES_MAX];
+static int split_ms[PAUSES_MAX];
+static int nsplit;
 
 static void put(struct buf *b, const void *p, size_t n)
 {
@@ -101,6 +109,20 @@ static void unescape(const char *line, struct buf *out)
 		}
 		case '{': {
 			char *star, *end;
+
+			if (strncmp(s, "pause ", 6) == 0) {
+				long ms = strtol(s + 6, &end, 10);
+
+				if (*end != '}' || ms < 0 || nsplit == PAUSES_MAX) {
+					fprintf(stderr, "proto_client: bad \\{pause MS} in '%s'\n", line);
+					exit(2);
+				}
+				split_at[nsplit] = out->n;
+				split_ms[nsplit++] = (int)ms;
+				s = end + 1;
+				break;
+			}
+			{
 			long n = strtol(s, &star, 10);
 			struct buf one = { 0 };
 
@@ -119,6 +141,7 @@ static void unescape(const char *line, struct buf *out)
 				put(out, one.p ? one.p : "", one.n);
 			free(one.p);
 			s = end + 1;
+			}
 			break;
 		}
 		default:
@@ -169,6 +192,7 @@ static void exchange(int port, const struct buf *req, bool closes, struct buf *a
 	size_t sent = 0;
 	bool mn_sent = closes, eof = false;
 	double deadline = now() + 3;
+	int pause = 0;
 
 	while (!eof) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -182,8 +206,16 @@ static void exchange(int port, const struct buf *req, bool closes, struct buf *a
 		if (poll(&p, 1, 100) < 0 && errno != EINTR)
 			break;
 		if (p.revents & POLLOUT) {
+			size_t upto = pause < nsplit ? split_at[pause] : req->n;
+
+			if (pause < nsplit && sent == upto) {
+				poll(NULL, 0, split_ms[pause]);
+				deadline += split_ms[pause] / 1000.0;
+				pause++;
+				continue;
+			}
 			if (sent < req->n) {
-				n = send(fd, req->p + sent, req->n - sent, MSG_NOSIGNAL);
+				n = send(fd, req->p + sent, upto - sent, MSG_NOSIGNAL);
 				if (n > 0)
 					sent += (size_t)n;
 				else if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -267,6 +299,7 @@ int main(int argc, char **argv)
 			snprintf(name, sizeof(name), "%s", line + 4);
 			closes = strstr(name, " close") != NULL;
 			req.n = 0;
+			nsplit = 0;
 			have = true;
 			continue;
 		}

@@ -26,7 +26,7 @@ run_all() {
 		slc_expect 3 'ERROR'
 	done
 	for cmd in 'set k 0 0 abc' 'set k 0 0 -1' 'set k x 0 1' 'set k 0 y 1' 'set k 18446744073709551616 0 1' \
-		'set k 0 0 4294967296' 'set k 0 0 99999999999999999999999' 'cas k 0 0 1 x' \
+		'set k 0 0 2147483648' 'set k 0 0 99999999999999999999999' 'cas k 0 0 1 x' \
 		"get $(printf 'k%.0s' $(seq 1 251))" "set $(printf 'k%.0s' $(seq 1 251)) 0 0 1"; do
 		printf '%s\r\n' "$cmd" >&3
 		slc_expect 3 'CLIENT_ERROR bad command line format*'
@@ -71,8 +71,9 @@ run_all() {
 	printf '\r\nget k\r\n' >&3
 	slc_expect 3 'SERVER_ERROR object too large for cache'
 	slc_expect 3 'END'
-	printf 'set big 0 0 2000000000\r\n' >&3 # swallowed: this connection is gone for good
-	slc_expect 3 'SERVER_ERROR object too large for cache'
+	# Swallowed: this connection is gone for good, and (as memcached) the
+	# answer waits for 2 GB that never come.
+	printf 'set big 0 0 2000000000\r\n' >&3
 	slc_close 3
 	slc_version_ok
 

@@ -59,6 +59,8 @@ START_TEST(store_open_refuses_bad_urls_and_opts_and_creates_nothing)
 	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
 	o.node = "";
 	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+	o.node = "n2345678901234567890123456789012345678901"; /* 41 bytes */
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
 	ck_assert_ptr_eq(s, (sl_lease_store *)&o);
 	ck_assert(!lease_object_exists(name));
 }
@@ -114,6 +116,77 @@ START_TEST(two_handles_of_one_name_share_the_store)
 	sl_lease_store_close(b);
 	ck_assert(lease_object_exists(name)); /* it stays for other processes */
 	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(the_longest_node_name_gives_whole_participant_ids)
+{
+	static const char node[] = "n234567890123456789012345678901234567890"; /* 40 bytes */
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct sl_lease_store_opts o;
+	sl_lease_store *s = NULL;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g;
+	char name[64], url[160], *end;
+	unsigned long long pid, start, n;
+
+	lease_name(name, sizeof(name));
+	lease_url(url, sizeof(url), name);
+	sl_lease_store_opts_init(&o);
+	o.node = node;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), 0);
+	budget_make(s, "b", 100, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, &l), 0);
+	ck_assert_uint_eq(lease_parts(s, "b", p), 1);
+	/* "node:pid:start:n", every part there. */
+	ck_assert(strncmp(p[0].id, node, sizeof(node) - 1) == 0 && p[0].id[sizeof(node) - 1] == ':');
+	ck_assert_int_eq(sscanf(p[0].id + sizeof(node), "%llu:%llu:%llu", &pid, &start, &n), 3);
+	ck_assert_uint_eq(pid, (unsigned long long)getpid());
+	end = strrchr(p[0].id, ':');
+	ck_assert_ptr_nonnull(end);
+	ck_assert_uint_eq(strtoull(end + 1, NULL, 10), n);
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(store_remove_unlinks_the_object_and_refuses_bad_input)
+{
+	struct sl_lease_store_opts o;
+	struct sl_limits lim;
+	sl_lease_store *s;
+	char name[64], url[160];
+
+	lease_name(name, sizeof(name));
+	lease_url(url, sizeof(url), name);
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 100, 0, 0);
+	sl_lease_store_close(s);
+
+	ck_assert_int_eq(sl_lease_store_remove(NULL, NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_remove("noscheme", NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_remove("shm:", NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_remove("shm:a/b", NULL), -EINVAL);
+	ck_assert_int_eq(sl_lease_store_remove("nosuch:x", NULL), -EPROTONOSUPPORT);
+	sl_lease_store_opts_init(&o);
+	o.reserved = 1;
+	ck_assert_int_eq(sl_lease_store_remove(url, &o), -EINVAL);
+	ck_assert(lease_object_exists(name));
+
+	sl_lease_store_opts_init(&o);
+	ck_assert_int_eq(sl_lease_store_remove(url, &o), 0);
+	ck_assert(!lease_object_exists(name));
+	ck_assert_int_eq(sl_lease_store_remove(url, NULL), -ENOENT);
+	/* Opened again: a new, empty store. */
+	s = lease_open(name, 1000);
+	ck_assert_int_eq(sl_lease_budget_get(s, "b", &lim), -ENOENT);
+	sl_lease_store_close(s);
+	ck_assert_int_eq(sl_lease_store_remove(url, NULL), 0);
 }
 END_TEST
 
@@ -409,6 +482,8 @@ static Suite *lease_suite(void)
 	tcase_add_test(tc, store_open_refuses_bad_urls_and_opts_and_creates_nothing);
 	tcase_add_test(tc, store_opts_init_sets_the_defaults);
 	tcase_add_test(tc, two_handles_of_one_name_share_the_store);
+	tcase_add_test(tc, the_longest_node_name_gives_whole_participant_ids);
+	tcase_add_test(tc, store_remove_unlinks_the_object_and_refuses_bad_input);
 	tcase_add_test(tc, budget_set_refuses_bad_input_and_changes_nothing);
 	tcase_add_test(tc, budgets_are_set_read_listed_sorted_and_deleted);
 	tcase_add_test(tc, a_full_budget_table_is_enospc);
@@ -421,10 +496,13 @@ static Suite *lease_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(lease_suite());
+	SRunner *sr;
 	int failed;
 
+	lease_run_begin();
+	sr = srunner_create(lease_suite());
 	srunner_run_all(sr, CK_NORMAL);
+	lease_run_end();
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;

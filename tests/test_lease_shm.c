@@ -269,11 +269,12 @@ START_TEST(a_killed_process_share_is_free_at_once_for_the_others)
 	WAIT_FOR(share_of(s, c, 3000, c->c[0].pid) >= 3000 * 3 / 4, "child 0's share");
 
 	ck_assert_int_eq(kill(c->c[0].pid, SIGKILL), 0);
-	reap_child(c, 0, true);
-	/* The first read after its death no longer counts it. */
-	n = lease_parts(s, c->budget, p);
-	ck_assert_uint_eq(n, 1);
+	/* Dead, not yet reaped (a zombie): its memory is gone, so is its share. */
+	WAIT_FOR((n = lease_parts(s, c->budget, p)) == 1, "its record gone");
 	ck_assert_ptr_nonnull(of_pid(p, n, c->c[1].pid));
+	reap_child(c, 0, true);
+	/* Reaped: the first read after its death does not count it. */
+	ck_assert_uint_eq(lease_parts(s, c->budget, p), 1);
 	set_hot(c, 2, 1);
 	WAIT_FOR(share_of(s, c, 3000, c->c[1].pid) >= 3000 * 3 / 4, "child 1's share");
 	quit_child(c, 1);
@@ -301,6 +302,14 @@ START_TEST(a_stopped_process_keeps_its_share_stalled_until_it_wakes)
 
 	/* Stopped past its ttl: alive, so its memory still counts. */
 	ck_assert_int_eq(kill(c->c[0].pid, SIGSTOP), 0);
+	/* Stopped for sure before the other asks for more (a step of its
+	 * own could otherwise still shrink it). */
+	{
+		int status = 0;
+
+		ck_assert_int_eq(waitpid(c->c[0].pid, &status, WUNTRACED), c->c[0].pid);
+		ck_assert(WIFSTOPPED(status));
+	}
 	atomic_store(&c->c[1].want, WANT_MORE);
 	WAIT_FOR((n = lease_parts(s, c->budget, p), lease_check_parts(p, n, 3000),
 		  (me = of_pid(p, n, c->c[0].pid)) && me->state == SL_LEASE_STALLED),
@@ -489,10 +498,13 @@ static Suite *lease_shm_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(lease_shm_suite());
+	SRunner *sr;
 	int failed;
 
+	lease_run_begin();
+	sr = srunner_create(lease_shm_suite());
 	srunner_run_all(sr, CK_NORMAL);
+	lease_run_end();
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -237,6 +237,7 @@ START_TEST(eviction_within_a_tenant_takes_the_least_recently_used_first)
 
 	s = lstats_of(t);
 	ck_assert_uint_eq(s.evictions, 2);
+	ck_assert_uint_eq(s.evicted_bytes, 2 * item);
 	ck_assert_uint_eq(s.items, 8);
 	ck_assert(!has_n(t, 2));
 	ck_assert(!has_n(t, 3));
@@ -279,6 +280,36 @@ END_TEST
 
 /* ---- -ENOMEM ---- */
 
+/* lru_tenant_oldest(): the host fields of the item eviction would take next. */
+START_TEST(oldest_is_the_item_eviction_would_take_next)
+{
+	struct lru_cache *c = cache_new(_i, SL_POLICY_GUARANTEE, SL_UNLIMITED);
+	struct lru_tenant *t = tenant_new(c, NULL, "t", 0, SL_UNLIMITED);
+	struct lru_meta m = { 0 };
+	uint32_t n;
+
+	ck_assert_int_eq(lru_tenant_oldest(t, &m), -ENOENT);
+	ck_assert_int_eq(lru_tenant_oldest(NULL, &m), -EINVAL);
+	ck_assert_int_eq(lru_tenant_oldest(t, NULL), -EINVAL);
+	for (n = 1; n <= 3; n++) {
+		char key[8];
+		struct lru_meta in = { .atime = n };
+
+		ck_assert_int_eq(lru_store(t, key, key_of(key, sizeof(key), n), "v", 1, &in,
+					   LRU_ALWAYS, NULL), 0);
+	}
+	ck_assert_int_eq(lru_tenant_oldest(t, &m), 0);
+	ck_assert_uint_eq(m.atime, 1);
+	/* A read makes k1 the newest: k2 is next. */
+	ck_assert_int_eq(lru_get(t, "k1", 2, NULL, 0, NULL), 0);
+	ck_assert_int_eq(lru_tenant_oldest(t, &m), 0);
+	ck_assert_uint_eq(m.atime, 2);
+	lru_tenant_clear(t);
+	ck_assert_int_eq(lru_tenant_oldest(t, &m), -ENOENT);
+	lru_cache_destroy(c);
+}
+END_TEST
+
 START_TEST(set_larger_than_max_fails_with_enomem_and_evicts_nothing)
 {
 	struct lru_cache *c = cache_new(_i, SL_POLICY_GUARANTEE, SL_UNLIMITED);
@@ -297,6 +328,7 @@ START_TEST(set_larger_than_max_fails_with_enomem_and_evicts_nothing)
 	ck_assert_uint_eq(after.bytes, before.bytes);
 	ck_assert_uint_eq(after.evictions, 0);
 	ck_assert_uint_eq(after.set_fails, 2);
+	ck_assert_uint_eq(after.set_fail_bytes, lru_item_size(3, 3000) + lru_item_size(2, 3000));
 	for (n = 0; n < 5; n++)
 		ck_assert_int_eq(get_n(t, n, 1, 100), 0);
 	assert_bytes_are_usage(t, "after failed sets");
@@ -704,6 +736,40 @@ START_TEST(threads_set_and_get_across_tenants_that_evict_each_other)
 }
 END_TEST
 
+/* Items whose host flags are 1 are dead to the host (expired, flushed). */
+static bool live_unless_flagged(void *ctx, const struct lru_meta *m)
+{
+	(void)ctx;
+	return m->flags != 1;
+}
+
+START_TEST(a_dead_item_never_answers_for_another_key_of_its_chain)
+{
+	static const struct lru_hooks hooks = { .live = live_unless_flagged };
+	struct lru_cache *c = cache_new(_i, SL_POLICY_GUARANTEE, SL_UNLIMITED);
+	struct lru_tenant *t;
+	unsigned char v[16];
+	char k[32];
+	uint64_t n;
+
+	ck_assert_int_eq(lru_cache_set_hooks(c, &hooks, NULL), 0); /* before any tenant */
+	t = tenant_new(c, NULL, "t", 0, SL_UNLIMITED);
+	/* Enough keys that chains hold several, every other one dead. */
+	for (n = 0; n < 4000; n++) {
+		struct lru_meta m = { .flags = (uint32_t)(n % 2) };
+		size_t klen = key_of(k, sizeof(k), n);
+
+		value_of(v, sizeof(v), n, 1);
+		ck_assert_int_eq(lru_store(t, k, klen, v, sizeof(v), &m, LRU_ALWAYS, NULL), 0);
+	}
+	for (n = 0; n < 4000; n++)
+		ck_assert_int_eq(get_n(t, n, 1, sizeof(v)), n % 2 ? -ENOENT : 0);
+	ck_assert_uint_eq(lstats_of(t).items, 2000);
+	assert_bytes_are_usage(t, "dead items freed");
+	lru_cache_destroy(c);
+}
+END_TEST
+
 static Suite *lru_suite(void)
 {
 	Suite *s = suite_create("lru");
@@ -713,6 +779,8 @@ static Suite *lru_suite(void)
 	tcase_add_loop_test(tc, set_then_get_returns_the_value_and_delete_removes_it, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, many_keys_survive_the_table_growing, 0, SL_TEST_NBATCH);
 	tcase_add_test(tc, bad_arguments_are_einval);
+	tcase_add_loop_test(tc, a_dead_item_never_answers_for_another_key_of_its_chain, 0,
+			    SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("eviction");
@@ -720,6 +788,7 @@ static Suite *lru_suite(void)
 			    SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, a_tenant_within_its_soft_limit_is_not_evicted_while_another_is_over_its_own,
 			    0, SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, oldest_is_the_item_eviction_would_take_next, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("enomem");

@@ -442,6 +442,10 @@ static struct lru_item **find_live(struct lru_tenant *t, uint64_t hash, const vo
 		item_unlink(it, pp);
 		it->hnext = *dead;
 		*dead = it;
+		/* *pp is now the next item of the chain, another key's: a key is
+		 * in its chain once, so the answer is the chain's end. */
+		while (*pp)
+			pp = &(*pp)->hnext;
 	}
 	return pp;
 }
@@ -475,6 +479,7 @@ uint64_t lru_tenant_evict(struct lru_tenant *t, uint64_t target)
 
 		item_unlink(it, NULL);
 		t->st.evictions++;
+		t->st.evicted_bytes += charged;
 		freed += charged;
 		if (t->ghosts.reach && (g = malloc(sizeof(*g))) != NULL) {
 			g->hash = it->hash;
@@ -799,6 +804,21 @@ int lru_tenant_stats(struct lru_tenant *t, struct lru_stats *out)
 	return 0;
 }
 
+int lru_tenant_oldest(struct lru_tenant *t, struct lru_meta *out)
+{
+	int rc = -ENOENT;
+
+	if (!t || !out)
+		return -EINVAL;
+	pthread_mutex_lock(t->lock);
+	if (t->lru->tail) {
+		*out = t->lru->tail->meta;
+		rc = 0;
+	}
+	pthread_mutex_unlock(t->lock);
+	return rc;
+}
+
 int lru_tenant_set_ghosts(struct lru_tenant *t, uint64_t reach)
 {
 	if (!t)
@@ -827,6 +847,7 @@ static struct lru_item *shared_make_room(struct lru_cache *c, uint64_t size)
 	while (c->used + size > c->capacity && (it = c->lru.tail) != NULL) {
 		item_unlink(it, NULL);
 		it->owner->st.evictions++;
+		it->owner->st.evicted_bytes += item_size(it);
 		it->hnext = victims;
 		victims = it;
 	}
@@ -851,6 +872,7 @@ int lru_store(struct lru_tenant *t, const void *key, size_t keylen, const void *
 	if (!it) {
 		pthread_mutex_lock(t->lock);
 		t->st.set_fails++;
+		t->st.set_fail_bytes += size;
 		pthread_mutex_unlock(t->lock);
 		return -ENOMEM;
 	}

@@ -55,6 +55,8 @@ struct lru_stats {
 	uint64_t refaults;  /* counted misses of keys a ghost remembered (refaults)   */
 	uint64_t refault_bytes; /* the evicted charges of those keys                 */
 	uint64_t ghosts;    /* ghosts kept now (each charged LRU_GHOST_SIZE)          */
+	uint64_t evicted_bytes; /* what the evicted items were charged                */
+	uint64_t set_fail_bytes; /* what the items of failed sets would have been charged */
 };
 
 /** What one ghost (an evicted key remembered) is charged to its tenant:
@@ -276,6 +278,14 @@ enum lru_cond {
  */
 int lru_store(struct lru_tenant *t, const void *key, size_t keylen, const void *value,
 	      size_t vlen, const struct lru_meta *meta, enum lru_cond cond, uint64_t *cas);
+
+/**
+ * lru_tenant_oldest() - the host fields of @t's least recently used item
+ * (in shared mode: the cache's) into *@out, say to tell how long the
+ * coldest memory has gone untouched.  Returns 0, -ENOENT when there is no
+ * item, -EINVAL for NULL arguments.  Thread-safe.
+ */
+int lru_tenant_oldest(struct lru_tenant *t, struct lru_meta *out);
 
 /** Flags of lru_visit(). */
 enum { LRU_VISIT_NOSTATS = 1u << 0 }; /* count neither a hit nor a miss */

@@ -50,7 +50,7 @@ struct pending {
 	bool meta;           /* an ms: answer with meta codes                  */
 	bool mquiet;         /* ms q: no HD                                    */
 	bool mret_cas;       /* ms c: return the cas                           */
-	bool minvalid;       /* ms I: (accepted, no stale items here)          */
+	bool mbinkey;        /* ms b: a binary key (mg k and me show base64)   */
 	char mret[320];      /* ms's k, O and b return flags, " "-prefixed     */
 	size_t mret_len;
 };
@@ -68,6 +68,7 @@ struct conn {
 	size_t wcap, wstart, wend;
 	enum cstate state;
 	uint64_t swallow;
+	const char *swallow_reply; /* sent once the swallow ends (memcached holds it) */
 	bool close_after; /* quit, or a fatal error: close once the output is out */
 	bool noreply;     /* the command being answered said noreply            */
 	uint32_t events;  /* what epoll watches now */

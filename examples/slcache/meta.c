@@ -8,9 +8,10 @@
  * client does not need (a miss for mg, success for the others); "b" says
  * the key is base64.
  *
- * Not here: mg's N/R (vivify on miss, recache; the stale-while-revalidate
- * "W", "X" and "Z" flags) and md/ms's I (invalidate to stale) - those
- * answer "CLIENT_ERROR invalid flag".
+ * Stale-while-revalidate: md I (and ms I with an old cas) leave an item
+ * stale instead of gone; mg N creates a missing item empty, and mg R finds
+ * one about to expire; one reader then gets "W" (refresh it), the others
+ * "Z", and a stale item "X" (storage.c keeps the bits).
  */
 #define _GNU_SOURCE
 
@@ -25,6 +26,7 @@
 #include "storage.h"
 
 #define OPAQUE_MAX 32
+#define FLAGS_TOKENS_MAX 20 /* memcached's, counting the line's end as one */
 
 /* ---- base64 keys ---- */
 
@@ -127,12 +129,16 @@ static const struct tok *flag_tok(const struct mreq *m, char f)
 	return NULL;
 }
 
-enum mparse { MP_OK, MP_ERROR, MP_BADLINE, MP_BADFLAG, MP_DUP, MP_OPAQUE, MP_KEY };
-
-/* Splits tk[first..] into flags; @allowed lists the letters this command takes. */
-static enum mparse parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t first,
-			       const char *allowed)
+/*
+ * Splits tk[first..] into flags as memcached 1.6 does, whatever the
+ * command: every flag letter memcached knows is taken (a command ignores
+ * those it has no use for), a repeated or unknown one stops the parse, and
+ * a bad token after a letter is an error with that letter's text.  Returns
+ * the error line, or NULL.
+ */
+static const char *parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t first)
 {
+	const char *err = NULL;
 	size_t i;
 
 	memset(m, 0, offsetof(struct mreq, keybuf));
@@ -141,54 +147,83 @@ static enum mparse parse_flags(struct mreq *m, struct tok *tk, size_t nt, size_t
 	m->q = m->b = false;
 	m->opaque.s = NULL;
 	m->opaque.n = 0;
-	if (nt < 2)
-		return MP_ERROR;
 	m->wire_key = tk[1];
-	if (tk[1].n == 0 || tk[1].n > STORE_KEY_MAX)
-		return MP_BADLINE;
 	for (i = first; i < nt; i++) {
 		char f = tk[i].s[0];
 		int bit = flag_bit(f);
+		struct tok v = { tk[i].s + 1, tk[i].n - 1 };
+		int64_t i64;
+		uint64_t u64;
+		uint32_t u32;
 
-		if (bit < 0 || !strchr(allowed, f))
-			return MP_BADFLAG;
-		if (m->seen >> bit & 1)
-			return MP_DUP;
+		if (bit >= 0 && (m->seen >> bit & 1))
+			return "CLIENT_ERROR duplicate flag";
+		if (bit < 0 || !strchr("bNTRlOPLkstcfvhuqFCMJDI", f))
+			return "CLIENT_ERROR invalid flag";
 		m->seen |= 1ull << bit;
 		m->flag[m->nflags++] = tk[i];
-		if (f == 'q')
-			m->q = true;
-		else if (f == 'b')
-			m->b = true;
-		else if (f == 'O') {
-			if (tk[i].n - 1 > OPAQUE_MAX)
-				return MP_OPAQUE;
-			m->opaque = tk[i];
+		switch (f) {
+		case 'q': m->q = true; break;
+		case 'b': m->b = true; break;
+		case 'O': m->opaque = tk[i]; break;
+		case 'N': case 'T': case 'R':
+			if (!tok_i32(&v, &i64))
+				err = "CLIENT_ERROR bad token in command line format";
+			break;
+		case 'C':
+			if (!tok_u64(&v, &u64))
+				err = "CLIENT_ERROR bad token in command line format";
+			break;
+		case 'F':
+			if (!tok_u32(&v, &u32))
+				err = "CLIENT_ERROR bad command line format";
+			break;
+		case 'M':
+			if (tk[i].n != 2)
+				err = "CLIENT_ERROR incorrect length for M token";
+			break;
+		case 'J':
+			if (!tok_u64(&v, &u64))
+				err = "CLIENT_ERROR invalid numeric initial value";
+			break;
+		case 'D':
+			if (!tok_u64(&v, &u64))
+				err = "CLIENT_ERROR invalid numeric delta value";
+			break;
+		default: break;
 		}
 	}
 	if (m->b) {
 		m->keylen = b64_decode(tk[1].s, tk[1].n, m->keybuf);
 		if (m->keylen == 0)
-			return MP_KEY;
+			err = "CLIENT_ERROR error decoding key";
 		m->key = m->keybuf;
 	} else {
 		m->key = tk[1].s;
 		m->keylen = tk[1].n;
 	}
-	return MP_OK;
+	if (!err && m->opaque.n > OPAQUE_MAX) /* the "O" counts, as in memcached */
+		err = "CLIENT_ERROR opaque token too long";
+	return err;
 }
 
-static void parse_error(struct conn *c, enum mparse e, const char *badflag)
+/* What every meta command checks before its flags: a key, its length, and
+ * how many tokens (memcached's limit counts its end-of-line token). */
+static bool line_ok(struct conn *c, struct tok *tk, size_t nt, const char *too_long)
 {
-	switch (e) {
-	case MP_ERROR: ob_str(c, "ERROR\r\n"); break;
-	case MP_BADLINE: ob_str(c, "CLIENT_ERROR bad command line format\r\n"); break;
-	case MP_OPAQUE: ob_str(c, "CLIENT_ERROR opaque token too long\r\n"); break;
-	case MP_KEY: ob_str(c, "CLIENT_ERROR error decoding key\r\n"); break;
-	case MP_DUP:
-	case MP_BADFLAG:
-	default: ob_printf(c, "CLIENT_ERROR %s\r\n", badflag); break;
+	if (nt < 2) {
+		ob_str(c, "ERROR\r\n");
+		return false;
 	}
+	if (tk[1].n > STORE_KEY_MAX) {
+		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+		return false;
+	}
+	if (nt + 1 > FLAGS_TOKENS_MAX) {
+		ob_str(c, too_long);
+		return false;
+	}
+	return true;
 }
 
 /* The token after flag letter @f in *@v; false when @f was not given. */
@@ -211,11 +246,19 @@ static bool flag_u64(const struct mreq *m, char f, uint64_t *out)
 	return !flag_value(m, f, &v) || tok_u64(&v, out);
 }
 
-static bool flag_i64(const struct mreq *m, char f, int64_t *out)
+/* Exptimes (T, N) keep 32 bits, as memcached's. */
+static bool flag_i32(const struct mreq *m, char f, int64_t *out)
 {
 	struct tok v;
 
-	return !flag_value(m, f, &v) || tok_i64(&v, out);
+	return !flag_value(m, f, &v) || tok_i32(&v, out);
+}
+
+static bool flag_u32(const struct mreq *m, char f, uint32_t *out)
+{
+	struct tok v;
+
+	return !flag_value(m, f, &v) || tok_u32(&v, out);
 }
 
 /* The return flags that echo the request: k, O, b. */
@@ -232,6 +275,21 @@ static void put_echo(struct conn *c, const struct mreq *m, char f)
 	}
 }
 
+/* mg k on a hit: the stored key, in base64 (and " b") when it was stored
+ * with ms b, whatever this request said (memcached keeps that bit). */
+static void put_item_key(struct conn *c, const char *key, size_t keylen, bool binary)
+{
+	char enc[(STORE_KEY_MAX + 2) / 3 * 4];
+
+	ob_put(c, " k", 2);
+	if (!binary) {
+		ob_put(c, key, keylen);
+		return;
+	}
+	ob_put(c, enc, b64_encode(key, keylen, enc));
+	ob_put(c, " b", 2);
+}
+
 static void put_num(struct conn *c, char f, int64_t v)
 {
 	ob_printf(c, " %c%" PRId64, f, v);
@@ -241,6 +299,8 @@ static int64_t ttl_of(int64_t exptime)
 {
 	return exptime == 0 ? -1 : exptime - store_now();
 }
+
+static void put_flags_echo(struct conn *c, const struct mreq *m);
 
 /* ---- mg ---- */
 
@@ -257,13 +317,11 @@ static void mg_emit(void *arg, const struct item_view *v)
 	const struct mreq *m = g->m;
 	size_t i;
 
-	if (has(m, 'v')) {
+	/* q hides only a miss: a hit answers, with or without its value. */
+	if (has(m, 'v'))
 		ob_printf(c, "VA %zu", v->vlen);
-	} else {
-		if (m->q)
-			return;
+	else
 		ob_str(c, "HD");
-	}
 	for (i = 0; i < m->nflags; i++) {
 		char f = m->flag[i].s[0];
 
@@ -274,9 +332,18 @@ static void mg_emit(void *arg, const struct item_view *v)
 		case 't': put_num(c, 't', ttl_of(v->exptime)); break;
 		case 'h': put_num(c, 'h', v->fetched); break;
 		case 'l': put_num(c, 'l', store_now() - v->atime); break;
+		case 'k': put_item_key(c, m->key, m->keylen, v->binkey); break;
 		default: put_echo(c, m, f); break;
 		}
 	}
+	/* Stale-while-revalidate, after the flags as memcached: Z (another
+	 * client is refreshing it), X (stale), W (you refresh it). */
+	if (v->won)
+		ob_put(c, " Z", 2);
+	if (v->stale)
+		ob_put(c, " X", 2);
+	if (v->win)
+		ob_put(c, " W", 2);
 	ob_put(c, "\r\n", 2);
 	if (has(m, 'v') && ob_reserve(c, v->vlen + 2)) {
 		memcpy(c->wbuf + c->wend, v->value, v->vlen);
@@ -290,18 +357,20 @@ void meta_get(struct conn *c, struct tok *tk, size_t nt)
 	struct mreq m;
 	struct mg_ctx g = { c, &m };
 	struct store_read how = { 0 };
-	enum mparse e = parse_flags(&m, tk, nt, 2, "bcfhklOqstTv");
+	const char *err;
 
 	BUMP(c, meta_cmds);
-	if (e != MP_OK) {
-		parse_error(c, e, e == MP_DUP ? "duplicate flag" : "invalid flag");
+	if (!line_ok(c, tk, nt, "CLIENT_ERROR options flags are too long\r\n"))
+		return;
+	err = parse_flags(&m, tk, nt, 2);
+	if (err) {
+		ob_printf(c, "%s\r\n", err);
 		return;
 	}
+	how.vivify = flag_i32(&m, 'N', &how.vivify_exptime) && has(&m, 'N');
+	how.recache = flag_i32(&m, 'R', &how.recache_time) && has(&m, 'R');
 	if (has(&m, 'T')) {
-		if (!flag_i64(&m, 'T', &how.exptime)) {
-			ob_str(c, "CLIENT_ERROR bad token in command line format\r\n");
-			return;
-		}
+		(void)flag_i32(&m, 'T', &how.exptime);
 		how.touch = true;
 		BUMP(c, cmd_touch);
 	}
@@ -315,8 +384,10 @@ void meta_get(struct conn *c, struct tok *tk, size_t nt)
 	BUMP(c, get_misses);
 	if (how.touch)
 		BUMP(c, touch_misses);
-	if (!m.q)
-		ob_str(c, "EN\r\n");
+	if (!m.q) {
+		ob_str(c, "EN");
+		put_flags_echo(c, &m);
+	}
 }
 
 /* ---- ms ---- */
@@ -327,53 +398,54 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 	struct pending *p = &c->p;
 	struct tok len = { NULL, 0 };
 	int64_t vlen = -1, exptime = 0;
-	uint64_t flags = 0, cas = 0;
-	enum mparse e;
+	uint32_t flags = 0;
+	uint64_t cas = 0;
+	const char *err;
 	const struct tok *mode;
 	size_t i;
 
 	BUMP(c, meta_cmds);
+	if (!line_ok(c, tk, nt, "CLIENT_ERROR options flags too long\r\n"))
+		return;
 	if (nt >= 3)
 		len = tk[2];
-	if (nt < 3 || !tok_i64(&len, &vlen) || vlen < 0 || vlen > INT_MAX - 2) {
-		ob_str(c, nt < 2 ? "ERROR\r\n" : "CLIENT_ERROR bad command line format\r\n");
+	if (nt < 3 || !tok_i32(&len, &vlen) || vlen < 0 || vlen > INT_MAX - 2) {
+		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
 		return;
 	}
-	e = parse_flags(&m, tk, nt, 3, "bcCFIkOqTM");
-	if (e == MP_OK && (!flag_u64(&m, 'F', &flags) || !flag_u64(&m, 'C', &cas) ||
-			   !flag_i64(&m, 'T', &exptime)))
-		e = MP_BADFLAG;
+	/* From here on an error swallows the data block, as memcached does. */
+	err = parse_flags(&m, tk, nt, 3);
+	(void)(flag_u32(&m, 'F', &flags) && flag_u64(&m, 'C', &cas) &&
+	       flag_i32(&m, 'T', &exptime));
 	memset(p, 0, offsetof(struct pending, mret));
 	p->meta = true;
 	p->mode = SM_SET;
 	mode = flag_tok(&m, 'M');
-	if (e == MP_OK && mode) {
-		switch (mode->n == 2 ? mode->s[1] : 0) {
-		case 'S': case 's': p->mode = SM_SET; break;
-		case 'E': case 'e': p->mode = SM_ADD; break;
-		case 'A': case 'a': p->mode = SM_APPEND; break;
-		case 'P': case 'p': p->mode = SM_PREPEND; break;
-		case 'R': case 'r': p->mode = SM_REPLACE; break;
-		default:
-			ob_str(c, "CLIENT_ERROR invalid mode for ms M token\r\n");
-			goto swallow;
+	if (!err && mode) {
+		switch (mode->s[1]) {
+		case 'S': p->mode = SM_SET; break;
+		case 'E': p->mode = SM_ADD; break;
+		case 'A': p->mode = SM_APPEND; break;
+		case 'P': p->mode = SM_PREPEND; break;
+		case 'R': p->mode = SM_REPLACE; break;
+		default: err = "CLIENT_ERROR invalid mode for ms M token"; break;
 		}
 	}
-	if (e != MP_OK) {
-		parse_error(c, e, "invalid flag");
-		if (e == MP_ERROR || e == MP_BADLINE)
-			return;
-		goto swallow;
+	if (err) {
+		proto_swallow(c, (uint64_t)vlen + 2, err);
+		return;
 	}
-	if (cas && p->mode == SM_SET)
-		p->mode = SM_CAS;
+	/* A C flag makes a set or a replace a cas, even C0 (memcached). */
+	if (has(&m, 'C') && (p->mode == SM_SET || p->mode == SM_REPLACE))
+		p->mode = has(&m, 'I') ? SM_CAS_STALE : SM_CAS;
 	p->cas = cas;
-	p->flags = (uint32_t)flags;
+	p->flags = flags;
 	p->exptime = exptime;
 	p->keylen = m.keylen;
 	memcpy(p->key, m.key, m.keylen);
 	p->vlen = (size_t)vlen;
 	p->mquiet = m.q;
+	p->mbinkey = m.b;
 	p->mret_cas = false;
 	p->mret_len = 0;
 	for (i = 0; i < m.nflags; i++) {
@@ -393,17 +465,13 @@ void meta_set(struct conn *c, struct tok *tk, size_t nt)
 			p->mret_len += n;
 		}
 	}
-	if ((size_t)vlen > opt.item_max) {
-		ob_str(c, "SERVER_ERROR object too large for cache\r\n");
-		if (p->mode == SM_SET)
-			store_delete(p->key, p->keylen, 0);
-		goto swallow;
+	if (store_item_total(p->keylen, p->flags, p->vlen) > opt.item_max) {
+		/* memcached's ms drops the old item whatever the mode. */
+		store_delete(p->key, p->keylen, 0);
+		proto_swallow(c, (uint64_t)vlen + 2, "SERVER_ERROR object too large for cache");
+		return;
 	}
 	c->state = CS_DATA;
-	return;
-swallow:
-	c->swallow = (uint64_t)vlen + 2;
-	c->state = CS_SWALLOW;
 }
 
 void meta_complete_set(struct conn *c, const char *data)
@@ -419,10 +487,10 @@ void meta_complete_set(struct conn *c, const char *data)
 	}
 	BUMP(c, cmd_set);
 	switch (store_update(p->mode, p->key, p->keylen, p->flags, p->exptime, data, p->vlen,
-			     p->cas, &cas)) {
+			     p->cas, &cas, p->mbinkey)) {
 	case ST_STORED:
 		BUMP(c, total_items);
-		if (p->mode == SM_CAS)
+		if (p->mode == SM_CAS || p->mode == SM_CAS_STALE)
 			BUMP(c, cas_hits);
 		code = "HD";
 		break;
@@ -475,17 +543,21 @@ void meta_delete(struct conn *c, struct tok *tk, size_t nt)
 {
 	struct mreq m;
 	uint64_t cas = 0;
-	enum mparse e = parse_flags(&m, tk, nt, 2, "bCkOq");
+	int64_t ttl = 0;
 	enum store_result r;
 
 	BUMP(c, meta_cmds);
-	if (e == MP_OK && !flag_u64(&m, 'C', &cas))
-		e = MP_BADFLAG;
-	if (e != MP_OK) {
-		parse_error(c, e, "invalid or duplicate flag");
+	if (!line_ok(c, tk, nt, "CLIENT_ERROR options flags too long\r\n"))
+		return;
+	if (parse_flags(&m, tk, nt, 2)) {
+		ob_str(c, "CLIENT_ERROR invalid or duplicate flag\r\n");
 		return;
 	}
-	r = store_delete(m.key, m.keylen, cas);
+	(void)(flag_u64(&m, 'C', &cas) && flag_i32(&m, 'T', &ttl));
+	if (has(&m, 'I')) /* invalidate: stale, for one client to refresh */
+		r = store_invalidate(m.key, m.keylen, cas, has(&m, 'T'), ttl);
+	else
+		r = store_delete(m.key, m.keylen, cas);
 	if (r == ST_DELETED) {
 		BUMP(c, delete_hits);
 		if (m.q)
@@ -507,26 +579,26 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 	struct mreq m;
 	struct store_arith a = { .incr = true, .delta = 1 };
 	struct store_arith_out out;
-	enum mparse e = parse_flags(&m, tk, nt, 2, "bCNJDTMqOktcv");
 	const struct tok *mode;
 	int64_t touch = 0;
 	char num[24];
 	size_t i, n;
 
 	BUMP(c, meta_cmds);
-	if (e == MP_OK && (!flag_u64(&m, 'C', &a.cas) || !flag_u64(&m, 'D', &a.delta) ||
-			   !flag_u64(&m, 'J', &a.initial) || !flag_i64(&m, 'N', &a.exptime) ||
-			   !flag_i64(&m, 'T', &touch)))
-		e = MP_BADFLAG;
-	if (e != MP_OK) {
-		parse_error(c, e, "invalid or duplicate flag");
+	if (!line_ok(c, tk, nt, "CLIENT_ERROR options flags too long\r\n"))
+		return;
+	if (parse_flags(&m, tk, nt, 2)) {
+		ob_str(c, "CLIENT_ERROR invalid or duplicate flag\r\n");
 		return;
 	}
+	(void)(flag_u64(&m, 'C', &a.cas) && flag_u64(&m, 'D', &a.delta) &&
+	       flag_u64(&m, 'J', &a.initial) && flag_i32(&m, 'N', &a.exptime) &&
+	       flag_i32(&m, 'T', &touch));
 	mode = flag_tok(&m, 'M');
 	if (mode) {
-		switch (mode->n == 2 ? mode->s[1] : 0) {
-		case 'I': case 'i': case '+': a.incr = true; break;
-		case 'D': case 'd': case '-': a.incr = false; break;
+		switch (mode->s[1]) {
+		case 'I': case '+': a.incr = true; break;
+		case 'D': case '-': a.incr = false; break;
 		default:
 			ob_str(c, "CLIENT_ERROR invalid mode for ma M token\r\n");
 			return;
@@ -564,7 +636,7 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 		store_touch(m.key, m.keylen, touch);
 		out.exptime = store_realtime(touch);
 	}
-	if (m.q)
+	if (m.q && !out.created) /* q hides a plain success, not a vivified item */
 		return;
 	n = fmt_u64(num, out.value);
 	if (has(&m, 'v'))
@@ -592,34 +664,63 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 
 struct me_ctx {
 	struct conn *c;
-	const struct mreq *m;
+	const char *key;
+	size_t keylen;
 };
+
+/* memcached's slab class for an item of @total bytes (-n 48, -f 1.25,
+ * 8-byte aligned chunks): what "cls=" shows. */
+static unsigned slab_class(size_t total)
+{
+	size_t size = 96;
+	unsigned cls = 1;
+
+	while (total > size && cls < 63) {
+		size = size * 5 / 4;
+		size = (size + 7) & ~(size_t)7;
+		cls++;
+	}
+	return cls;
+}
 
 static void me_emit(void *arg, const struct item_view *v)
 {
 	struct me_ctx *x = arg;
 	char key[STORE_KEY_MAX * 2 + 8];
-	size_t n = x->m->b ? b64_encode(x->m->key, x->m->keylen, key) : x->m->keylen;
+	size_t n = v->binkey ? b64_encode(x->key, x->keylen, key) : x->keylen;
+	size_t total = store_item_total(x->keylen, v->flags, v->vlen);
 
-	if (!x->m->b)
-		memcpy(key, x->m->key, n);
+	/* The key as stored: base64 if it came so (memcached's binary bit). */
+	if (!v->binkey)
+		memcpy(key, x->key, n);
+	/* exp= is memcached's "now - exptime": negative while the item lives. */
 	ob_printf(x->c, "ME %.*s exp=%" PRId64 " la=%" PRId64 " cas=%" PRIu64
-		  " fetch=%s cls=1 size=%zu\r\n",
-		  (int)n, key, ttl_of(v->exptime), store_now() - v->atime, v->cas,
-		  v->fetched ? "yes" : "no", v->vlen + x->m->keylen + 48);
+		  " fetch=%s cls=%u size=%zu\r\n",
+		  (int)n, key, v->exptime == 0 ? -1 : store_now() - v->exptime,
+		  store_now() - v->atime, v->cas, v->fetched ? "yes" : "no", slab_class(total),
+		  total);
 }
 
+/* me KEY [b]: only a "b" right after the key means anything (memcached). */
 void meta_debug(struct conn *c, struct tok *tk, size_t nt)
 {
-	struct mreq m;
-	struct me_ctx x = { c, &m };
+	struct me_ctx x = { c, tk[1].s, tk[1].n };
 	struct store_read how = { .nostats = true };
-	enum mparse e = parse_flags(&m, tk, nt, 2, "b");
+	char keybuf[STORE_KEY_MAX];
 
-	if (e != MP_OK) {
-		parse_error(c, e, "invalid flag");
+	BUMP(c, meta_cmds);
+	if (nt < 2 || tk[1].n > STORE_KEY_MAX) {
+		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
 		return;
 	}
-	if (store_get(m.key, m.keylen, &how, me_emit, &x) != ST_OK)
+	if (nt >= 3 && tok_is(&tk[2], "b")) {
+		x.keylen = b64_decode(tk[1].s, tk[1].n, keybuf);
+		if (x.keylen == 0) {
+			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+			return;
+		}
+		x.key = keybuf;
+	}
+	if (store_get(x.key, x.keylen, &how, me_emit, &x) != ST_OK)
 		ob_str(c, "EN\r\n");
 }

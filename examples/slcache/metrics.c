@@ -25,6 +25,7 @@
 
 #include <softlimit/softlimit.h>
 
+#include "lease.h"
 #include "metrics.h"
 #include "net.h"
 #include "slcache.h"
@@ -159,6 +160,10 @@ static void serve(int fd)
 		return;
 	}
 	body = dump(&blen);
+	if (body && lease_metrics(&body, &blen) != 0) { /* --lease-store's families */
+		free(body);
+		body = NULL;
+	}
 	if (!body) {
 		send_status(fd, "500 Internal Server Error", "");
 		return;

@@ -25,6 +25,9 @@ struct options opt = {
 	.max_tenants = 256,
 	.headroom_pct = 3,
 	.stall_timeout = 10,
+	.lease_period_ms = 200,
+	.lease_ttl_ms = 3000,
+	.lease_idle_ms = 30000,
 };
 
 time_t started;
@@ -63,7 +66,9 @@ static void usage(FILE *f)
 		"               [--tenant NAME[:min=SIZE][:soft=SIZE][:high=SIZE][:max=SIZE]]...\n"
 		"               [--no-accounting | --no-arenas] [-t THREADS] [-c MAXCONNS] [-I ITEM_MAX]\n"
 		"               [--max-tenants N] [--headroom PERCENT] [--metrics-port PORT]\n"
-		"               [--conn-memory SIZE] [--stall-timeout SECONDS] [-v]\n"
+		"               [--conn-memory SIZE] [--stall-timeout SECONDS]\n"
+		"               [--lease-store URL [--lease-period MS] [--lease-ttl MS]\n"
+		"               [--lease-idle MS]] [-v]\n"
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
 		"  -m MEGABYTES     the whole server's memory budget, the root's max (default 64)\n"
@@ -86,6 +91,12 @@ static void usage(FILE *f)
 		"  --metrics-port PORT  serve OpenMetrics at http://ADDR:PORT/metrics (default off)\n"
 		"  --conn-memory SIZE  most memory for connection buffers, within -m (default 25%%)\n"
 		"  --stall-timeout S   close a connection silent for S s in a value (10; 0: never)\n"
+		"  --lease-store URL  a tenant named as a budget in this store (shm:NAME,\n"
+		"                   etcd://HOST:PORT[,...]/PREFIX) shares it with the other\n"
+		"                   processes in it: its max is its lease (softlimitctl(1))\n"
+		"  --lease-period MS  how often leases are renewed and shares moved (200)\n"
+		"  --lease-ttl MS   how long a renewal holds in the store (3000)\n"
+		"  --lease-idle MS  a tenant gives back memory unread this long (30000)\n"
 		"  -v               log connections and errors to stderr\n");
 }
 
@@ -277,6 +288,14 @@ void options_parse(int argc, char **argv)
 			opt.max_tenants = parse_uint(v, "--max-tenants", 1, 4000);
 		} else if (strcmp(a, "--headroom") == 0) {
 			opt.headroom_pct = parse_uint(v, "--headroom (percent)", 0, 50);
+		} else if (strcmp(a, "--lease-store") == 0) {
+			opt.lease_store = v;
+		} else if (strcmp(a, "--lease-period") == 0) {
+			opt.lease_period_ms = parse_uint(v, "--lease-period (ms)", 10, 60000);
+		} else if (strcmp(a, "--lease-ttl") == 0) {
+			opt.lease_ttl_ms = parse_uint(v, "--lease-ttl (ms)", 100, 3600000);
+		} else if (strcmp(a, "--lease-idle") == 0) {
+			opt.lease_idle_ms = parse_uint(v, "--lease-idle (ms)", 1000, 86400000);
 		} else if (strcmp(a, "-I") == 0) {
 			uint64_t im;
 
@@ -294,6 +313,11 @@ void options_parse(int argc, char **argv)
 		opt.ghosts = opt.policy == SL_POLICY_REFAULT ? opt.max_bytes / 16 : 0;
 	if (opt.ghosts && !opt.accounting)
 		die_usage("--ghosts reports refaults to softlimit: it does not go with --no-accounting");
+	if (opt.lease_store && !opt.accounting)
+		die_usage("--lease-store shares tenants' limits: it does not go with --no-accounting");
+	if (opt.lease_period_ms >= opt.lease_ttl_ms)
+		die_usage("--lease-period (%u ms) must be shorter than --lease-ttl (%u ms)",
+			  opt.lease_period_ms, opt.lease_ttl_ms);
 	if (!opt.accounting && !opt.arenas)
 		die_usage("--no-arenas keeps the accounting: it does not go with --no-accounting");
 	for (i = 0; i < (int)opt.nr_tenants; i++) {

@@ -20,9 +20,17 @@ struct tok {
 };
 
 bool tok_is(const struct tok *t, const char *s);
+/* Numbers as memcached reads them (strtoull/strtoll on the token; see
+ * protocol.c); _i32 and _u32 keep the low 32 bits, as memcached does for
+ * exptimes, lengths and client flags. */
 bool tok_u64(const struct tok *t, uint64_t *out);
 bool tok_i64(const struct tok *t, int64_t *out);
+bool tok_i32(const struct tok *t, int64_t *out);
+bool tok_u32(const struct tok *t, uint32_t *out);
 size_t fmt_u64(char *buf, uint64_t v);
+
+/* Skip @n bytes, then answer @answer ("\r\n" added; NULL: nothing). */
+void proto_swallow(struct conn *c, uint64_t n, const char *answer);
 
 /* A reply line ("\r\n" added), unless the command said noreply. */
 void reply(struct conn *c, const char *s);

@@ -7,10 +7,11 @@
  * memcached 1.6.18 is (tests/slcache_proto.sh compares the two).
  *
  * When a connection is closed rather than answered, as memcached does: a
- * line that ends in an "HTTP/..." token (a web client), "quit", a first
- * byte of 0x80 (the binary protocol, which slcache does not speak), and a
- * line that has no end after 2 KiB unless it is a get or gets (multigets
- * may be long; they are bounded by GETLINE_MAX).
+ * command it does not know whose line ends in an "HTTP/..." token (a web
+ * client), "quit", and a line that has no end after 2 KiB unless it is a
+ * get or gets (multigets may be long; they are bounded by GETLINE_MAX).
+ * And a first byte of 0x80: memcached speaks the binary protocol then,
+ * slcache does not.
  */
 #define _GNU_SOURCE
 
@@ -34,6 +35,8 @@
 #define RBUF_MIN (16 * 1024)
 #define WBUF_HIGH (4 * 1024 * 1024)     /* stop reading while more is unsent */
 #define MEMLIMIT_MIN_MB 8               /* memcached's smallest cache_memlimit */
+#define MEMLIMIT_MAX_MB 1000000000u     /* more is taken for a count of bytes  */
+#define SLAB_CLASSES_MAX 64             /* memcached's, for stats cachedump's id */
 
 #define NS(field) atomic_load_explicit(&ns.sum.field, memory_order_relaxed)
 
@@ -64,6 +67,18 @@ void proto_refuse_value(struct conn *c)
 	c->rstart = c->rend = 0;
 }
 
+/*
+ * Skips the next @n bytes (a refused value), then answers @answer, if not
+ * NULL: memcached queues the answer and sends nothing until the declared
+ * bytes are in, so a client that sends a huge length hears nothing.
+ */
+void proto_swallow(struct conn *c, uint64_t n, const char *answer)
+{
+	c->swallow = n;
+	c->swallow_reply = answer;
+	c->state = CS_SWALLOW;
+}
+
 /* ---- tokens and numbers ---- */
 
 bool tok_is(const struct tok *t, const char *s)
@@ -73,49 +88,42 @@ bool tok_is(const struct tok *t, const char *s)
 	return t->n == n && memcmp(t->s, s, n) == 0;
 }
 
+/* Numbers: storage.c reads them as memcached does (store_num_scan()). */
 bool tok_u64(const struct tok *t, uint64_t *out)
 {
-	uint64_t x = 0;
-	size_t i;
-
-	if (t->n == 0 || t->n > 20)
-		return false;
-	for (i = 0; i < t->n; i++) {
-		unsigned d = (unsigned char)t->s[i] - '0';
-
-		if (d > 9 || x > (UINT64_MAX - d) / 10)
-			return false;
-		x = x * 10 + d;
-	}
-	*out = x;
-	return true;
+	return store_num_u64(t->s, t->n, out);
 }
 
 bool tok_i64(const struct tok *t, int64_t *out)
 {
-	struct tok u = *t;
-	uint64_t x;
-	bool neg = false;
+	uint64_t mag;
+	bool neg;
 
-	if (u.n > 0 && u.s[0] == '-') {
-		neg = true;
-		u.s++;
-		u.n--;
-	}
-	if (!tok_u64(&u, &x) || x > (uint64_t)INT64_MAX)
+	if (!store_num_scan(t->s, t->n, &neg, &mag) || mag > (uint64_t)INT64_MAX + (neg ? 1 : 0))
 		return false;
-	*out = neg ? -(int64_t)x : (int64_t)x;
+	*out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
 	return true;
 }
 
-/* memcached's client flags: any number that fits 64 bits, kept mod 2^32. */
-static bool tok_flags(const struct tok *t, uint32_t *out)
+/* memcached keeps 32 bits of what it read as a long: exptimes and lengths
+ * wrap (an exptime of 99999999999 is a date in 2008). */
+bool tok_i32(const struct tok *t, int64_t *out)
 {
-	uint64_t x;
+	int64_t v;
 
-	if (!tok_u64(t, &x))
+	if (!tok_i64(t, &v))
 		return false;
-	*out = (uint32_t)x;
+	*out = (int32_t)(uint32_t)(uint64_t)v;
+	return true;
+}
+
+bool tok_u32(const struct tok *t, uint32_t *out)
+{
+	uint64_t v;
+
+	if (!tok_u64(t, &v))
+		return false;
+	*out = (uint32_t)v;
 	return true;
 }
 
@@ -220,6 +228,7 @@ static void cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch
 	struct get_ctx g = { .c = c, .cas = cas };
 	struct store_read how = { .touch = touch };
 	size_t mark = c->wend - c->wstart, i = 0;
+	bool any = false;
 	struct tok k;
 
 	while (i < len && line[i] != ' ') /* the command word */
@@ -231,7 +240,11 @@ static void cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch
 		for (; i < len && line[i] != ' '; i++)
 			;
 		k.n = (size_t)(line + i - k.s);
-		if (!tok_i64(&k, &how.exptime)) {
+		if (k.n == 0) { /* "gat " alone: memcached wants a token */
+			ob_str(c, "ERROR\r\n");
+			return;
+		}
+		if (!tok_i32(&k, &how.exptime)) {
 			ob_str(c, "CLIENT_ERROR invalid exptime argument\r\n");
 			return;
 		}
@@ -245,6 +258,7 @@ static void cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch
 		for (; i < len && line[i] != ' '; i++)
 			;
 		k.n = (size_t)(line + i - k.s);
+		any = true;
 		if (!key_ok(&k)) {
 			c->wend = c->wstart + mark; /* drop the partial answer */
 			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
@@ -267,6 +281,10 @@ static void cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch
 			BUMP(c, get_misses);
 		}
 	}
+	if (!any && !touch) { /* "get " with no key: memcached's token count */
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
 	ob_str(c, "END\r\n");
 }
 
@@ -284,8 +302,8 @@ static void cmd_update(struct conn *c, struct tok *tk, size_t nt, enum store_mod
 	}
 	noreply_maybe(c, tk, nt);
 	memset(&c->p, 0, offsetof(struct pending, mret));
-	if (!key_ok(&tk[1]) || !tok_flags(&tk[2], &c->p.flags) || !tok_i64(&tk[3], &c->p.exptime) ||
-	    !tok_i64(&tk[4], &vlen) || vlen < 0 || vlen > INT_MAX - 2 ||
+	if (!key_ok(&tk[1]) || !tok_u32(&tk[2], &c->p.flags) || !tok_i32(&tk[3], &c->p.exptime) ||
+	    !tok_i32(&tk[4], &vlen) || vlen < 0 || vlen > INT_MAX - 2 ||
 	    (mode == SM_CAS && !tok_u64(&tk[5], &c->p.cas))) {
 		reply(c, "CLIENT_ERROR bad command line format");
 		return;
@@ -295,13 +313,13 @@ static void cmd_update(struct conn *c, struct tok *tk, size_t nt, enum store_mod
 	c->p.keylen = tk[1].n;
 	memcpy(c->p.key, tk[1].s, tk[1].n);
 	c->p.vlen = (size_t)vlen;
-	if ((size_t)vlen > opt.item_max) {
-		reply(c, "SERVER_ERROR object too large for cache");
-		/* As memcached: a failed set drops the old value; the data is swallowed. */
+	if (store_item_total(c->p.keylen, c->p.flags, c->p.vlen) > opt.item_max) {
+		/* As memcached: a failed set drops the old value; the data is
+		 * swallowed, and the answer waits for its end. */
 		if (mode == SM_SET)
 			store_delete(c->p.key, c->p.keylen, 0);
-		c->swallow = (uint64_t)vlen + 2;
-		c->state = CS_SWALLOW;
+		proto_swallow(c, (uint64_t)vlen + 2,
+			      c->noreply ? NULL : "SERVER_ERROR object too large for cache");
 		return;
 	}
 	c->state = CS_DATA;
@@ -318,7 +336,7 @@ static void complete_update(struct conn *c, const char *data)
 	}
 	BUMP(c, cmd_set);
 	r = store_update(c->p.mode, c->p.key, c->p.keylen, c->p.flags, c->p.exptime, data,
-			 c->p.vlen, c->p.cas, NULL);
+			 c->p.vlen, c->p.cas, NULL, false);
 	if (c->p.mode == SM_CAS)
 		switch (r) {
 		case ST_STORED: BUMP(c, cas_hits); break;
@@ -437,7 +455,7 @@ static void cmd_touch(struct conn *c, struct tok *tk, size_t nt)
 		reply(c, "CLIENT_ERROR bad command line format");
 		return;
 	}
-	if (!tok_i64(&tk[2], &exptime)) {
+	if (!tok_i32(&tk[2], &exptime)) {
 		reply(c, "CLIENT_ERROR invalid exptime argument");
 		return;
 	}
@@ -458,13 +476,15 @@ static void cmd_flush(struct conn *c, struct tok *tk, size_t nt)
 	size_t nargs;
 	int64_t when = 0;
 
-	noreply_maybe(c, tk, nt);
-	nargs = nt - 1 - (c->noreply ? 1 : 0);
-	if (nargs > 1) {
+	if (nt > 3) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
-	if (nargs == 1 && !tok_i64(&tk[1], &when)) {
+	noreply_maybe(c, tk, nt);
+	/* As memcached: only the first argument is read ("flush_all 0 0" is
+	 * fine), unless the line is "flush_all [noreply]". */
+	nargs = nt - 1 - (c->noreply ? 1 : 0);
+	if (nargs >= 1 && !tok_i32(&tk[1], &when)) {
 		reply(c, "CLIENT_ERROR invalid exptime argument");
 		return;
 	}
@@ -475,16 +495,14 @@ static void cmd_flush(struct conn *c, struct tok *tk, size_t nt)
 
 static void cmd_verbosity(struct conn *c, struct tok *tk, size_t nt)
 {
-	uint64_t level;
+	uint32_t level;
 
 	if (nt < 2 || nt > 3) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
 	noreply_maybe(c, tk, nt);
-	if (nt == 2 && c->noreply)
-		return;
-	if (!tok_u64(&tk[1], &level)) {
+	if (!tok_u32(&tk[1], &level)) {
 		reply(c, "CLIENT_ERROR bad command line format");
 		return;
 	}
@@ -495,22 +513,30 @@ static void cmd_verbosity(struct conn *c, struct tok *tk, size_t nt)
 /* cache_memlimit MEGABYTES: the whole budget, live (tenants_set_budget()). */
 static void cmd_memlimit(struct conn *c, struct tok *tk, size_t nt)
 {
-	uint64_t mb;
+	uint32_t mb;
 
-	if (nt < 2 || nt > 3 || !tok_u64(&tk[1], &mb) || mb > (UINT64_MAX >> 20)) {
+	if (nt < 2 || nt > 3) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
 	noreply_maybe(c, tk, nt);
+	if (!tok_u32(&tk[1], &mb)) {
+		reply(c, "ERROR");
+		return;
+	}
 	if (mb < MEMLIMIT_MIN_MB) {
 		reply(c, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
 		return;
 	}
-	if (tenants_set_budget(mb << 20) != 0) {
+	if (mb > MEMLIMIT_MAX_MB) {
+		reply(c, "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes");
+		return;
+	}
+	if (tenants_set_budget((uint64_t)mb << 20) != 0) {
 		reply(c, "MEMLIMIT_ADJUST_FAILED out of memory or memory too fragmented");
 		return;
 	}
-	logv("maxbytes adjusted to %" PRIu64 "m", mb);
+	logv("maxbytes adjusted to %" PRIu32 "m", mb);
 	reply(c, "OK");
 }
 
@@ -534,6 +560,11 @@ static void emit_tenant(void *arg, const char *name, const struct tenant_stats *
 
 	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		ob_printf(c, "STAT tenant:%s:%s %" PRIu64 "\r\n", name, names[i], v[i]);
+	if (st->lease.on) /* --lease-store: its share of its budget */
+		ob_printf(c, "STAT tenant:%s:lease %" PRIu64 "\r\nSTAT tenant:%s:lease_expires_ms %" PRId64
+			  "\r\nSTAT tenant:%s:lease_floor %" PRIu64 "\r\nSTAT tenant:%s:lease_state %s\r\n",
+			  name, st->lease.share, name, st->lease.expires_ms, name, st->lease.floor, name,
+			  st->lease.state);
 }
 
 /* stats items: a "slab class" per tenant, numbered from 1 in creation order. */
@@ -659,10 +690,18 @@ static void cmd_stats(struct conn *c, struct tok *tk, size_t nt)
 	} else if (tok_is(&tk[1], "conns")) {
 		ob_printf(c, "STAT %d:state conn_parse_cmd\r\n", c->fd);
 	} else if (tok_is(&tk[1], "cachedump")) {
-		uint64_t id, limit;
+		uint32_t id, limit;
 
-		if (nt != 4 || !tok_u64(&tk[2], &id) || !tok_u64(&tk[3], &limit)) {
+		if (nt < 4) {
 			ob_str(c, "CLIENT_ERROR bad command line\r\n");
+			return;
+		}
+		if (!tok_u32(&tk[2], &id) || !tok_u32(&tk[3], &limit)) {
+			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+			return;
+		}
+		if (id >= SLAB_CLASSES_MAX) {
+			ob_str(c, "CLIENT_ERROR Illegal slab id\r\n");
 			return;
 		}
 		/* item listing is not kept: an empty dump, as of an empty class */
@@ -670,7 +709,14 @@ static void cmd_stats(struct conn *c, struct tok *tk, size_t nt)
 		ob_str(c, "RESET\r\n");
 		return;
 	} else if (tok_is(&tk[1], "detail")) {
-		ob_str(c, "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+		/* Per-prefix statistics are the tenants' ("stats tenants"): the
+		 * switch is accepted and the dump is empty. */
+		if (nt >= 3 && (tok_is(&tk[2], "on") || tok_is(&tk[2], "off")))
+			ob_str(c, "OK\r\n");
+		else if (nt >= 3 && tok_is(&tk[2], "dump"))
+			ob_str(c, "END\r\n");
+		else
+			ob_str(c, "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
 		return;
 	} else {
 		ob_str(c, "ERROR\r\n");
@@ -688,13 +734,80 @@ static bool starts(const char *line, size_t len, const char *word)
 	return len > n && memcmp(line, word, n) == 0 && line[n] == ' ';
 }
 
-/* One command line (without its "\r\n"). */
+/* slabs automove N|ratio X: slcache has no slab classes to move; the
+ * setting is checked as memcached checks it, and changes nothing. */
+static void cmd_slabs(struct conn *c, struct tok *tk, size_t nt)
+{
+	uint32_t level;
+	int64_t src, dst;
+
+	if (nt == 4 && tok_is(&tk[1], "reassign")) {
+		/* No class ever has a spare page to give. */
+		if (!tok_i32(&tk[2], &src) || !tok_i32(&tk[3], &dst))
+			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+		else if (src == dst)
+			ob_str(c, "SAME src and dst class are identical\r\n");
+		else if (src < -1 || src == 0 || src >= SLAB_CLASSES_MAX || dst < 1 ||
+			 dst >= SLAB_CLASSES_MAX)
+			ob_str(c, "BADCLASS invalid src or dst class id\r\n");
+		else
+			ob_str(c, "NOSPARE source class has no spare pages\r\n");
+		return;
+	}
+	if (nt < 3 || !tok_is(&tk[1], "automove")) {
+		ob_str(c, "ERROR\r\n");
+		return;
+	}
+	noreply_maybe(c, tk, nt);
+	if (tok_is(&tk[2], "ratio")) {
+		reply(c, nt < 4 ? "ERROR" : "OK");
+		return;
+	}
+	if (!tok_u32(&tk[2], &level)) {
+		reply(c, "CLIENT_ERROR bad command line format");
+		return;
+	}
+	reply(c, level <= 2 ? "OK" : "ERROR");
+}
+
+/* A command word memcached does not know: a line whose last token is an
+ * "HTTP/..." one is a web client's, closed without an answer. */
+static void cmd_unknown(struct conn *c, struct tok *tk, size_t nt)
+{
+	if (tk[nt - 1].n >= 5 && memcmp(tk[nt - 1].s, "HTTP/", 5) == 0) {
+		c->close_after = true;
+		c->state = CS_CLOSE;
+		return;
+	}
+	ob_str(c, "ERROR\r\n");
+}
+
+static void dispatch_meta(struct conn *c, struct tok *tk, size_t nt)
+{
+	switch (tk[0].s[1]) {
+	case 'g': meta_get(c, tk, nt); break;
+	case 's': meta_set(c, tk, nt); break;
+	case 'd': meta_delete(c, tk, nt); break;
+	case 'a': meta_arith(c, tk, nt); break;
+	case 'n': ob_str(c, "MN\r\n"); break;
+	case 'e': meta_debug(c, tk, nt); break;
+	default: ob_str(c, "ERROR\r\n"); break;
+	}
+}
+
+/* One command line (without its "\r\n"), dispatched as memcached does: a
+ * one-letter command is an error whatever it is, and a command's token
+ * count is checked before its arguments. */
 static void process_line(struct conn *c, char *line, size_t len)
 {
 	struct tok tk[MAX_TOKENS];
 	size_t nt;
 
 	c->noreply = false;
+	while (len > 0 && line[0] == ' ') { /* as memcached's tokenizer */
+		line++;
+		len--;
+	}
 	if (starts(line, len, "get") || starts(line, len, "gets")) {
 		cmd_get(c, line, len, line[3] == 's', false);
 		return;
@@ -704,27 +817,12 @@ static void process_line(struct conn *c, char *line, size_t len)
 		return;
 	}
 	nt = tokenize(line, len, tk, MAX_TOKENS);
-	if (nt == 0 || nt == MAX_TOKENS) {
+	if (nt == 0 || nt == MAX_TOKENS || tk[0].n < 2) {
 		ob_str(c, "ERROR\r\n");
 		return;
 	}
-	if (nt >= 2 && tk[nt - 1].n >= 5 && memcmp(tk[nt - 1].s, "HTTP/", 5) == 0) {
-		c->close_after = true; /* a web client: no answer, as memcached */
-		c->state = CS_CLOSE;
-		return;
-	}
-	if (tok_is(&tk[0], "mg"))
-		meta_get(c, tk, nt);
-	else if (tok_is(&tk[0], "ms"))
-		meta_set(c, tk, nt);
-	else if (tok_is(&tk[0], "md"))
-		meta_delete(c, tk, nt);
-	else if (tok_is(&tk[0], "ma"))
-		meta_arith(c, tk, nt);
-	else if (tok_is(&tk[0], "mn"))
-		ob_str(c, "MN\r\n");
-	else if (tok_is(&tk[0], "me"))
-		meta_debug(c, tk, nt);
+	if (tk[0].n == 2 && tk[0].s[0] == 'm')
+		dispatch_meta(c, tk, nt);
 	else if (tok_is(&tk[0], "set"))
 		cmd_update(c, tk, nt, SM_SET);
 	else if (tok_is(&tk[0], "add"))
@@ -746,10 +844,12 @@ static void process_line(struct conn *c, char *line, size_t len)
 	else if (tok_is(&tk[0], "touch"))
 		cmd_touch(c, tk, nt);
 	else if (tok_is(&tk[0], "gat") || tok_is(&tk[0], "gats") || tok_is(&tk[0], "get") ||
-		 tok_is(&tk[0], "gets"))
-		ob_str(c, "ERROR\r\n"); /* no key, or no exptime */
+		 tok_is(&tk[0], "gets") || tk[0].s[0] == 'g')
+		ob_str(c, "ERROR\r\n"); /* no key, or no exptime; or no such command */
 	else if (tok_is(&tk[0], "stats"))
 		cmd_stats(c, tk, nt);
+	else if (tok_is(&tk[0], "slabs"))
+		cmd_slabs(c, tk, nt);
 	else if (tok_is(&tk[0], "flush_all"))
 		cmd_flush(c, tk, nt);
 	else if (tok_is(&tk[0], "version")) /* as memcached 1.6: arguments are ignored */
@@ -761,8 +861,18 @@ static void process_line(struct conn *c, char *line, size_t len)
 	else if (tok_is(&tk[0], "quit")) {
 		c->close_after = true;
 		c->state = CS_CLOSE;
-	} else
-		ob_str(c, "ERROR\r\n");
+	} else if (tok_is(&tk[0], "shutdown"))
+		ob_str(c, "ERROR: shutdown not enabled\r\n");
+	else if (tok_is(&tk[0], "watch")) {
+		/* A log stream with nothing to log: memcached's connection reads
+		 * no more commands either. */
+		ob_str(c, "OK\r\n");
+		c->state = CS_CLOSE;
+	} else if (tk[0].s[0] == 's' || tk[0].s[0] == 'a' || tk[0].s[0] == 'c' ||
+		   tk[0].s[0] == 'i' || tk[0].s[0] == 'd' || tk[0].s[0] == 't')
+		ob_str(c, "ERROR\r\n"); /* memcached's families answer before the HTTP check */
+	else
+		cmd_unknown(c, tk, nt);
 }
 
 /* A line with no end yet: may it still grow?  memcached lets only get and
@@ -800,6 +910,11 @@ void proto_input(struct conn *c)
 			if (c->swallow)
 				break;
 			c->state = CS_CMD;
+			if (c->swallow_reply) {
+				ob_str(c, c->swallow_reply);
+				ob_put(c, "\r\n", 2);
+				c->swallow_reply = NULL;
+			}
 		} else if (c->state == CS_DATA) {
 			if (avail < c->p.vlen + 2)
 				break;
@@ -833,8 +948,12 @@ void proto_input(struct conn *c)
 			}
 			len = (size_t)(nl - p);
 			c->rstart += len + 1;
-			if (len > 0 && p[len - 1] == '\r')
+			if (len > 1 && p[len - 1] == '\r')
 				len--;
+			/* memcached reads the line as a C string: a NUL ends it. */
+			nl = memchr(p, '\0', len);
+			if (nl)
+				len = (size_t)(nl - p);
 			process_line(c, p, len);
 		}
 	}

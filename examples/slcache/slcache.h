@@ -7,6 +7,7 @@
  *   options.c   the command line
  *   tenants.c   the softlimit integration: the tree, a tenant (group) per
  *               key prefix, reclaim, high, the live budget
+ *   lease.c     --lease-store: tenants' budgets shared with other processes
  *   storage.c   memcached's item semantics over examples/lru_cache
  *   protocol.c  the text protocol: classic commands and stats
  *   meta.c      the meta commands (mg, ms, md, ma, mn, me)
@@ -50,6 +51,10 @@ struct options {
 	size_t item_max;
 	unsigned max_tenants;
 	unsigned headroom_pct; /* background reclaim keeps each max this far off; 0 = none */
+	const char *lease_store;  /* --lease-store URL: NULL, off (lease.c)   */
+	unsigned lease_period_ms; /* --lease-period                            */
+	unsigned lease_ttl_ms;    /* --lease-ttl                               */
+	unsigned lease_idle_ms;   /* --lease-idle                              */
 	_Atomic int verbose;
 	struct tenant_opt tenants[TENANTS_MAX];
 	unsigned nr_tenants;

@@ -32,13 +32,22 @@
 #define REALTIME_MAXDELTA (60 * 60 * 24 * 30) /* memcached: larger is absolute time */
 #define RMW_TRIES 64
 #define META_FETCHED 1u
+#define META_WON 2u   /* the win token was handed out (mg W, then Z)  */
+#define META_STALE 4u /* invalidated by md I or ms I                   */
+#define META_BINKEY 8u /* the key came in base64 (ms b)               */
 
 static size_t item_max;
+static int64_t started_at;
 static _Atomic int64_t flush_at; /* a delayed flush_all's deadline, 0 = none */
 
 int64_t store_now(void)
 {
 	return (int64_t)time(NULL);
+}
+
+size_t store_item_total(size_t keylen, uint32_t flags, size_t vlen)
+{
+	return 48 + 8 + keylen + 1 + (flags ? 4 : 0) + vlen + 2;
 }
 
 int64_t store_realtime(int64_t exptime)
@@ -69,12 +78,24 @@ static bool item_live(void *ctx, const struct lru_meta *m)
 int store_start(size_t max)
 {
 	item_max = max;
+	/* memcached's clock starts 62 s before the process (ITEM_UPDATE_INTERVAL
+	 * + 2): an absolute time in that span is after its start too. */
+	started_at = store_now() - 62;
 	return tenants_start(item_live);
 }
 
 void store_stop(void)
 {
 	tenants_stop();
+}
+
+static struct lru_meta new_meta(uint32_t flags, int64_t exptime, uint64_t cas)
+{
+	struct lru_meta m = { .cas = cas, .flags = flags };
+
+	m.exptime = (uint32_t)store_realtime(exptime);
+	m.stored = m.atime = (uint32_t)store_now();
+	return m;
 }
 
 /* ---- reads ---- */
@@ -88,17 +109,29 @@ struct read_ctx {
 static void read_item(void *arg, struct lru_meta *m, const void *value, size_t vlen)
 {
 	struct read_ctx *r = arg;
+	const struct store_read *how = r->how;
 	struct item_view v = {
 		.value = value, .vlen = vlen, .flags = m->flags, .cas = m->cas,
 		.exptime = m->exptime, .atime = m->atime, .fetched = m->bits & META_FETCHED,
+		.stale = m->bits & META_STALE, .won = m->bits & META_WON,
+		.binkey = m->bits & META_BINKEY,
 	};
 
-	if (r->how && r->how->touch) {
-		m->exptime = (uint32_t)store_realtime(r->how->exptime);
+	if (how && how->touch) {
+		m->exptime = (uint32_t)store_realtime(how->exptime);
 		v.exptime = m->exptime;
 	}
-	m->bits |= META_FETCHED;
-	m->atime = (uint32_t)store_now();
+	/* One reader wins the right to refresh: of a stale item, or with R,
+	 * of one about to expire; the others see Z until it is replaced. */
+	if (!v.won && (v.stale || (how && how->recache && m->exptime != 0 &&
+				   m->exptime < store_realtime(how->recache_time)))) {
+		v.win = true;
+		m->bits |= META_WON;
+	}
+	if (!how || !how->nostats) {
+		m->bits |= META_FETCHED;
+		m->atime = (uint32_t)store_now();
+	}
 	r->emit(r->arg, &v);
 }
 
@@ -106,11 +139,33 @@ enum store_result store_get(const char *key, size_t keylen, const struct store_r
 			    store_emit_fn emit, void *arg)
 {
 	struct read_ctx r = { how, emit, arg };
+	struct lru_tenant *t = tenant_for_key(key, keylen);
 	unsigned flags = how && how->nostats ? LRU_VISIT_NOSTATS : 0;
+	unsigned tries;
 
-	return lru_visit(tenant_for_key(key, keylen), key, keylen, flags, read_item, &r) == 0
-		       ? ST_OK
-		       : ST_NOT_FOUND;
+	for (tries = 0; tries < RMW_TRIES; tries++) {
+		struct lru_meta m;
+		struct item_view v = { .value = "", .win = true };
+		int err;
+
+		if (lru_visit(t, key, keylen, flags, read_item, &r) == 0)
+			return ST_OK;
+		if (!how || !how->vivify)
+			return ST_NOT_FOUND;
+		/* mg N: the first to miss creates an empty item and refreshes it. */
+		m = new_meta(0, how->touch ? how->exptime : how->vivify_exptime, 0);
+		m.bits = META_WON;
+		err = lru_store(t, key, keylen, "", 0, &m, LRU_IF_ABSENT, &v.cas);
+		if (err == -EEXIST)
+			continue; /* another client's got there first: read it */
+		if (err)
+			return ST_NOMEM;
+		v.exptime = m.exptime;
+		v.atime = m.atime;
+		emit(arg, &v);
+		return ST_OK;
+	}
+	return ST_NOT_FOUND;
 }
 
 /* A copy of an item, for read-modify-write. */
@@ -147,13 +202,17 @@ static enum store_result copy_out(struct lru_tenant *t, const char *key, size_t 
 
 /* ---- writes ---- */
 
-static struct lru_meta new_meta(uint32_t flags, int64_t exptime, uint64_t cas)
+/* What a read-modify-write's conditional store (LRU_IF_CAS) came to: @ok,
+ * ST_NOT_FOUND (the item went), ST_NOMEM, or ST_EXISTS when another
+ * client changed it first: read it again. */
+static enum store_result rmw_result(int err, enum store_result ok)
 {
-	struct lru_meta m = { .cas = cas, .flags = flags };
-
-	m.exptime = (uint32_t)store_realtime(exptime);
-	m.stored = m.atime = (uint32_t)store_now();
-	return m;
+	switch (err) {
+	case 0: return ok;
+	case -ENOENT: return ST_NOT_FOUND;
+	case -EEXIST: return ST_EXISTS;
+	default: return ST_NOMEM;
+	}
 }
 
 /* append/prepend: ST_STORED, ST_NOT_STORED, ST_EXISTS or ST_NOMEM. */
@@ -177,7 +236,8 @@ static enum store_result concat(struct lru_tenant *t, bool prepend, const char *
 			free(old.value);
 			return ST_EXISTS;
 		}
-		if (old.vlen + vlen > item_max) { /* as memcached: not stored */
+		if (store_item_total(keylen, old.meta.flags, old.vlen + vlen) > item_max) {
+			/* as memcached: not stored */
 			free(old.value);
 			return ST_NOT_STORED;
 		}
@@ -192,29 +252,64 @@ static enum store_result concat(struct lru_tenant *t, bool prepend, const char *
 		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, v, old.vlen + vlen, &old.meta, LRU_IF_CAS, cas_out);
 		free(v);
-		if (err == 0)
-			return ST_STORED;
-		if (err == -ENOENT)
-			return ST_NOT_STORED;
-		if (err != -EEXIST)
-			return ST_NOMEM;
-		/* changed under us: read again */
+		r = rmw_result(err, ST_STORED);
+		if (r != ST_EXISTS)
+			return r == ST_NOT_FOUND ? ST_NOT_STORED : r;
 	}
 	return ST_NOT_STORED;
 }
 
+/*
+ * ms I with a cas: the unique matches, a plain cas store; it is older than
+ * the item's, the value still goes in, but keeps the item's expiry and win
+ * token and is marked stale (memcached 1.6); otherwise ST_EXISTS.
+ */
+static enum store_result cas_stale(struct lru_tenant *t, const char *key, size_t keylen,
+				   const struct lru_meta *m, const void *data, size_t vlen,
+				   uint64_t cas, uint64_t *cas_out)
+{
+	unsigned tries;
+
+	for (tries = 0; tries < RMW_TRIES; tries++) {
+		struct copy old;
+		struct lru_meta nm = *m;
+		enum store_result r = copy_out(t, key, keylen, &old);
+		int err;
+
+		if (r != ST_OK)
+			return r;
+		free(old.value);
+		if (cas == 0 || cas > old.meta.cas)
+			return ST_EXISTS;
+		if (cas < old.meta.cas) {
+			nm.exptime = old.meta.exptime;
+			nm.bits = META_STALE | (old.meta.bits & META_WON) | (m->bits & META_BINKEY);
+		}
+		nm.cas = old.meta.cas;
+		err = lru_store(t, key, keylen, data, vlen, &nm, LRU_IF_CAS, cas_out);
+		r = rmw_result(err, ST_STORED);
+		if (r != ST_EXISTS)
+			return r;
+	}
+	return ST_EXISTS;
+}
+
 enum store_result store_update(enum store_mode mode, const char *key, size_t keylen,
 			       uint32_t flags, int64_t exptime, const void *data, size_t vlen,
-			       uint64_t cas, uint64_t *cas_out)
+			       uint64_t cas, uint64_t *cas_out, bool binkey)
 {
 	struct lru_tenant *t = tenant_for_key(key, keylen);
 	struct lru_meta m = new_meta(flags, exptime, cas);
 	enum lru_cond cond = LRU_ALWAYS;
 	int err;
 
+	if (binkey)
+		m.bits |= META_BINKEY;
 	if (mode == SM_APPEND || mode == SM_PREPEND)
 		return concat(t, mode == SM_PREPEND, key, keylen, data, vlen, cas, cas_out);
-	if (vlen > item_max) {
+	if (mode == SM_CAS_STALE && store_item_total(keylen, flags, vlen) <= item_max)
+		return cas_stale(t, key, keylen, &m, data, vlen, cas, cas_out);
+	if (store_item_total(keylen, flags, vlen) > item_max) {
 		/* As memcached: a failed set does not leave the old value behind. */
 		if (mode == SM_SET)
 			lru_delete(t, key, keylen);
@@ -223,7 +318,7 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 	switch (mode) {
 	case SM_ADD: cond = LRU_IF_ABSENT; break;
 	case SM_REPLACE: cond = LRU_IF_PRESENT; break;
-	case SM_CAS: cond = LRU_IF_CAS; break;
+	case SM_CAS: case SM_CAS_STALE: cond = LRU_IF_CAS; break;
 	default: break;
 	}
 	err = lru_store(t, key, keylen, data, vlen, &m, cond, cas_out);
@@ -231,9 +326,9 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 	case 0:
 		return ST_STORED;
 	case -EEXIST:
-		return mode == SM_CAS ? ST_EXISTS : ST_NOT_STORED;
+		return cond == LRU_IF_CAS ? ST_EXISTS : ST_NOT_STORED;
 	case -ENOENT:
-		return mode == SM_CAS ? ST_NOT_FOUND : ST_NOT_STORED;
+		return cond == LRU_IF_CAS ? ST_NOT_FOUND : ST_NOT_STORED;
 	default:
 		if (mode == SM_SET)
 			lru_delete(t, key, keylen);
@@ -253,6 +348,36 @@ enum store_result store_delete(const char *key, size_t keylen, uint64_t cas)
 	}
 }
 
+enum store_result store_invalidate(const char *key, size_t keylen, uint64_t cas, bool ttl,
+				   int64_t exptime)
+{
+	struct lru_tenant *t = tenant_for_key(key, keylen);
+	unsigned tries;
+
+	for (tries = 0; tries < RMW_TRIES; tries++) {
+		struct copy old;
+		enum store_result r = copy_out(t, key, keylen, &old);
+		int err;
+
+		if (r != ST_OK)
+			return r;
+		if (cas && old.meta.cas != cas) {
+			free(old.value);
+			return ST_EXISTS;
+		}
+		/* Stale, with its token back for the next reader; a new cas. */
+		old.meta.bits = (old.meta.bits | META_STALE) & ~META_WON;
+		if (ttl)
+			old.meta.exptime = (uint32_t)store_realtime(exptime);
+		err = lru_store(t, key, keylen, old.value, old.vlen, &old.meta, LRU_IF_CAS, NULL);
+		free(old.value);
+		r = rmw_result(err, ST_DELETED);
+		if (r != ST_EXISTS)
+			return r;
+	}
+	return ST_NOT_FOUND;
+}
+
 static void touch_item(void *arg, struct lru_meta *m, const void *value, size_t vlen)
 {
 	(void)value;
@@ -270,26 +395,45 @@ enum store_result store_touch(const char *key, size_t keylen, int64_t exptime)
 		       : ST_NOT_FOUND;
 }
 
-/* A value incr/decr accepts: 1..20 digits, optionally followed by spaces
- * (memcached pads a shrunk number with them). */
-static bool parse_counter(const char *v, size_t len, uint64_t *out)
+static bool is_space(char ch)
 {
-	uint64_t x = 0;
-	size_t i = 0;
+	return ch == ' ' || (ch >= '\t' && ch <= '\r');
+}
 
-	for (; i < len && v[i] >= '0' && v[i] <= '9'; i++) {
-		unsigned d = (unsigned)(v[i] - '0');
+bool store_num_scan(const char *s, size_t n, bool *neg, uint64_t *mag)
+{
+	size_t i = 0, digits = 0;
+	uint64_t x = 0;
+
+	while (i < n && is_space(s[i]))
+		i++;
+	*neg = i < n && s[i] == '-';
+	if (i < n && (s[i] == '-' || s[i] == '+'))
+		i++;
+	for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
+		unsigned d = (unsigned)(s[i] - '0');
 
 		if (x > (UINT64_MAX - d) / 10)
 			return false;
 		x = x * 10 + d;
 	}
-	if (i == 0)
+	if (digits == 0 || (i < n && !is_space(s[i])))
 		return false;
-	for (; i < len; i++)
-		if (v[i] != ' ')
-			return false;
-	*out = x;
+	*mag = x;
+	return true;
+}
+
+bool store_num_u64(const char *s, size_t n, uint64_t *out)
+{
+	uint64_t mag, v;
+	bool neg;
+
+	if (!store_num_scan(s, n, &neg, &mag))
+		return false;
+	v = neg ? (uint64_t)0 - mag : mag;
+	if ((int64_t)v < 0 && memchr(s, '-', n))
+		return false;
+	*out = v;
 	return true;
 }
 
@@ -315,6 +459,7 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 				continue;
 			if (err)
 				return ST_NOMEM;
+			out->created = true;
 			out->value = a->initial;
 			out->exptime = m.exptime;
 			return ST_OK;
@@ -325,7 +470,9 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 			free(old.value);
 			return ST_EXISTS;
 		}
-		if (!parse_counter(old.value, old.vlen, &val)) {
+		/* As memcached: the value is read as a number is on a command
+		 * line, so " 12", "+1" and "1 2" count (12, 1, 1). */
+		if (old.vlen == 0 || !store_num_u64(old.value, old.vlen, &val)) {
 			free(old.value);
 			return ST_NON_NUMERIC;
 		}
@@ -343,15 +490,14 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 		}
 		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, buf, (size_t)len, &old.meta, LRU_IF_CAS, &out->cas);
-		if (err == 0) {
+		r = rmw_result(err, ST_OK);
+		if (r == ST_OK) {
+			out->created = false;
 			out->value = val;
 			out->exptime = old.meta.exptime;
-			return ST_OK;
 		}
-		if (err == -ENOENT)
-			return ST_NOT_FOUND;
-		if (err != -EEXIST)
-			return ST_NOMEM;
+		if (r != ST_EXISTS)
+			return r;
 	}
 	return ST_NOT_FOUND;
 }
@@ -366,10 +512,11 @@ void store_flush(int64_t when)
 {
 	int64_t at = when > 0 ? store_realtime(when) : 0;
 
-	/* An absolute time already past flushes nothing (memcached 1.6.18). */
-	if (when > REALTIME_MAXDELTA && when <= store_now())
+	/* As memcached 1.6.18: an absolute time already past flushes every item
+	 * now (its oldest live cas moves to the current one), unless it is
+	 * before the server started (its clock then reads 0, "no flush"). */
+	if (when > REALTIME_MAXDELTA && when <= started_at)
 		return;
-
 	if (at > store_now()) {
 		atomic_store_explicit(&flush_at, at, memory_order_relaxed);
 		return;

@@ -29,7 +29,9 @@ enum store_result {
 	ST_NON_NUMERIC /* incr/decr on a value that is not a decimal number */
 };
 
-enum store_mode { SM_SET, SM_ADD, SM_REPLACE, SM_APPEND, SM_PREPEND, SM_CAS };
+/* SM_CAS_STALE: a cas that, given a unique older than the item's, still
+ * stores, keeping the item's expiry and marking it stale (ms I). */
+enum store_mode { SM_SET, SM_ADD, SM_REPLACE, SM_APPEND, SM_PREPEND, SM_CAS, SM_CAS_STALE };
 
 /* An item as a read sees it (before this read touched it). */
 struct item_view {
@@ -40,17 +42,30 @@ struct item_view {
 	int64_t exptime;   /* absolute unix time, 0 = never                 */
 	int64_t atime;     /* last access, unix time                         */
 	bool fetched;      /* read before this read                          */
+	bool stale;        /* invalidated (md I, ms I): a client should refresh */
+	bool won;          /* its win token was handed out before (mg Z)     */
+	bool win;          /* this read hands out the win token (mg W)       */
+	bool binkey;       /* stored by ms b: shown in base64 (mg k, me)    */
 };
 
 /* Receives a hit, under the tenant's lock: copy, do not block. */
 typedef void (*store_emit_fn)(void *arg, const struct item_view *v);
 
 /* Reads.  @touch: also set the expiry to @exptime (gat, mg T).  @nostats:
- * count no hit or miss on the tenant. */
+ * a look that is not a read (me): count no hit or miss on the tenant, and
+ * leave the item unfetched, its last access as it was.  memcached's stale-while-revalidate
+ * (mg R, N): with @recache, an item that expires before @recache_time (an
+ * exptime) hands out the win token, once; with @vivify, a miss creates an
+ * empty item expiring at @vivify_exptime and hands its token to this read.
+ * A stale item hands out its token too. */
 struct store_read {
 	bool touch;
 	int64_t exptime;
 	bool nostats;
+	bool recache;
+	int64_t recache_time;
+	bool vivify;
+	int64_t vivify_exptime;
 };
 
 int store_start(size_t item_max);
@@ -61,13 +76,21 @@ enum store_result store_get(const char *key, size_t keylen, const struct store_r
 			    store_emit_fn emit, void *arg);
 
 /** set/add/replace/append/prepend/cas; @cas is the expected unique (cas, and
- * append/prepend when nonzero).  *@cas_out, if not NULL, gets the new one. */
+ * append/prepend when nonzero).  *@cas_out, if not NULL, gets the new one.
+ * @binkey: the key came in base64 (ms b); reads say so (item_view). */
 enum store_result store_update(enum store_mode mode, const char *key, size_t keylen,
 			       uint32_t flags, int64_t exptime, const void *data, size_t vlen,
-			       uint64_t cas, uint64_t *cas_out);
+			       uint64_t cas, uint64_t *cas_out, bool binkey);
 
 /** ST_DELETED, ST_NOT_FOUND, or ST_EXISTS when @cas (nonzero) differs. */
 enum store_result store_delete(const char *key, size_t keylen, uint64_t cas);
+
+/** md I: marks the item stale instead of deleting it (a new cas, its win
+ * token back for the next reader, the expiry set to @exptime if @ttl).
+ * ST_DELETED, ST_NOT_FOUND, ST_EXISTS when @cas (nonzero) differs, or
+ * ST_NOMEM. */
+enum store_result store_invalidate(const char *key, size_t keylen, uint64_t cas, bool ttl,
+				   int64_t exptime);
 
 /* incr/decr; with @vivify a missing key is created with @initial (ma N). */
 struct store_arith {
@@ -80,6 +103,7 @@ struct store_arith {
 };
 
 struct store_arith_out {
+	bool created;       /* vivified (ma N): it was not there   */
 	uint64_t value;
 	uint64_t cas;
 	int64_t exptime;
@@ -95,10 +119,26 @@ enum store_result store_touch(const char *key, size_t keylen, int64_t exptime);
 /** flush_all: @when as an exptime (0 or past: now; else relative or absolute). */
 void store_flush(int64_t when);
 
+/** The size memcached gives the item (its 48-byte header, the cas, the key
+ * and a NUL, the client flags when not 0, the value and its "\r\n"):
+ * what -I limits, and what "me" shows. */
+size_t store_item_total(size_t keylen, uint32_t flags, size_t vlen);
+
 /** memcached's exptime rule: 0 never, negative already expired, up to 30
  * days relative, beyond that an absolute unix time. */
 int64_t store_realtime(int64_t exptime);
 
 int64_t store_now(void);
+
+/** A number as memcached reads one with strtoull/strtoll, base 10, from the
+ * @n bytes at @s: leading white space and a sign are taken, the digits may
+ * be followed by white space and then anything; false when there is no
+ * digit, something else follows them, or the magnitude passes 64 bits.
+ * *@neg says whether the sign was "-", *@mag gets the magnitude. */
+bool store_num_scan(const char *s, size_t n, bool *neg, uint64_t *mag);
+
+/** As strtoull: a negative number wraps, but one that then reads negative
+ * as a signed number is refused (memcached's check). */
+bool store_num_u64(const char *s, size_t n, uint64_t *out);
 
 #endif /* SLCACHE_STORAGE_H */

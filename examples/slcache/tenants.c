@@ -237,6 +237,8 @@ static int tenant_create(const char *name, size_t len, const struct sl_limits *l
 	if (opt.ghosts && lru_tenant_group(t))
 		lru_tenant_set_ghosts(t, opt.ghosts);
 	headroom_apply(lru_tenant_group(t));
+	/* Before it is published: no charge of a leased tenant sees it unleased. */
+	lease_tenant_created(t);
 	slot_lookup(name, len, &slot);
 	tn.tenants[n] = t;
 	/* Release: readers that see the count or the slot see the tenant. */
@@ -393,13 +395,18 @@ int tenants_start(bool (*live)(void *ctx, const struct lru_meta *m))
 		tenants_stop();
 		return err;
 	}
-	return 0;
+	err = lease_start();
+	if (err)
+		tenants_stop();
+	return err;
 }
 
 void tenants_stop(void)
 {
-	/* The maintainer reclaims the tree: it goes first.  Items, arenas and
-	 * groups go with the cache. */
+	/* The leases leave first (their shares go back to the budget), then
+	 * the maintainer, which reclaims the tree.  Items, arenas and groups
+	 * go with the cache. */
+	lease_stop();
 	maintainer_stop();
 	lru_cache_destroy(tn.cache);
 	tn.cache = NULL;
@@ -483,6 +490,7 @@ static void tenant_snapshot(struct lru_tenant *t, struct tenant_stats *st)
 		st->usage = st->bytes;
 		st->max = SL_UNLIMITED;
 	}
+	lease_tenant(t, &st->lease);
 }
 
 void tenants_stats(tenant_stats_fn fn, void *arg)

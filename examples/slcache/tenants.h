@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "lease.h"
 #include "lru_cache.h"
 
 #define TENANT_DEFAULT "default"
@@ -19,6 +20,7 @@ struct tenant_stats {
 	uint64_t refaults; /* misses of keys evicted lately (--ghosts)       */
 	uint64_t usage, soft, max; /* the group's (accounting mode)                */
 	uint64_t events_low, events_high, events_max, events_oom;
+	struct tenant_lease lease; /* --lease-store (lease.h)                    */
 };
 
 typedef void (*tenant_stats_fn)(void *arg, const char *name, const struct tenant_stats *st);

@@ -188,7 +188,7 @@ enum sl_lease_state {
 };
 
 struct sl_lease_participant {
-	char id[SL_LEASE_ID_MAX]; /* "node:pid:start" (shm) or the node's id (etcd)        */
+	char id[SL_LEASE_ID_MAX]; /* "node:pid:start:n" (shm) or the node's id (etcd)      */
 	uint64_t share;           /* what the store counts for it now, against max          */
 	uint64_t floor;           /* what it counts once its lease has run out               */
 	uint64_t usage;           /* its last reported usage (its group's usage + stocked)  */
@@ -249,7 +249,8 @@ SL_API void sl_lease_opts_init(struct sl_lease_opts *opts);
  * SL_LEASE_DEFERRED, registers at once: @g's usage must fit in the room no
  * one holds (the share starts at the larger of its usage and its floor).
  * Errors: -EINVAL for NULL arguments, a bad budget name or opts (period 0,
- * margin not below ttl, ttl above 1 hour); -EEXIST when @g already holds a
+ * margin not below ttl, ttl above 1 hour, a period above ttl - margin, an
+ * unknown flag, a wrong size); -EEXIST when @g already holds a
  * lease; -ENOENT for an unknown budget; -EBUSY when @g holds more than the
  * budget has free (shrink it and retry); -ENOSPC when the store has no free
  * slot; store errors; nothing changes on any error.  Thread-safe.

@@ -49,6 +49,10 @@ void sl__lease_leave_all(sl_lease_store *s);
 
 #define NS_PER_MS INT64_C(1000000)
 
+/* The longest node name: "node:pid:start:n" with a 10-digit pid and two
+ * 20-digit numbers still fits SL_LEASE_ID_MAX. */
+#define SL__LEASE_NODE_MAX 40
+
 /* A lease: made by sl_lease_join() (lease.c), stepped each period by the
  * run thread (lease_run.c). */
 struct sl_lease {

@@ -24,7 +24,6 @@ static void store_reset(struct sl_lease *l)
 	l->registered = false;
 }
 
-
 /* A step that finds us without a record: claim one, or shrink to fit. */
 static void rejoin(struct sl_lease *l, const struct sl__lease_view *v)
 {
@@ -63,13 +62,13 @@ static uint64_t my_demand(struct sl_lease *l, uint64_t c, uint64_t events_max, u
 				d.evicted, d.refaulted);
 }
 
-/* Our target: max-min fair over the live participants, from this view;
- * every participant computes the same from the same view. */
-static uint64_t target_of(const struct sl__lease_view *v, const char *id, uint64_t my_demand,
-			  uint64_t *floor_target)
+/* Our target into *@t: max-min fair over the live participants, from this
+ * view; every participant computes the same from the same view. */
+static int target_of(const struct sl__lease_view *v, const char *id, uint64_t my_demand,
+		     uint64_t *t, uint64_t *floor_target)
 {
 	struct sl__lease_alloc_in *in;
-	uint64_t *out, budget = v->limits.max, t;
+	uint64_t *out, budget = v->limits.max;
 	size_t i, n = 0, me = 0;
 
 	in = calloc(v->n + 1, sizeof(*in));
@@ -77,8 +76,7 @@ static uint64_t target_of(const struct sl__lease_view *v, const char *id, uint64
 	if (!in || !out) {
 		free(in);
 		free(out);
-		*floor_target = 0;
-		return 0;
+		return -ENOMEM;
 	}
 	for (i = 0; i < v->n; i++) {
 		const struct sl__lease_rec *r = &v->recs[i];
@@ -97,10 +95,10 @@ static uint64_t target_of(const struct sl__lease_view *v, const char *id, uint64
 	for (i = 0; i < n; i++)
 		in[i].floor = *floor_target;
 	sl__lease_alloc_maxmin(budget, n, in, out);
-	t = out[me];
+	*t = out[me];
 	free(in);
 	free(out);
-	return t;
+	return 0;
 }
 
 /* One period of a registered lease whose record is in @v. */
@@ -109,17 +107,25 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 {
 	struct sl__lease_rec rec;
 	uint64_t c, ev, t, ft, h = sl__lease_rec_counted(me), held2, floor2;
-	bool grows = false;
+	bool grows = false, lapsed;
 	int64_t sent;
 	int rc;
 
 	/* Waking after a stall past our own view: the floor first. */
 	if (now >= l->expiry_ns && l->state != SL_LEASE_FENCED)
 		sl__lease_fence(l);
+	/* The store never counts less than the group may hold (it cannot,
+	 * but a store that says so is obeyed first). */
+	if (l->applied > h)
+		sl__lease_apply(l, h);
 	l->blim = v->limits;
 	sl__lease_group_read(l->g, &c, &ev);
 	l->demand = my_demand(l, c, ev, v->limits.max);
-	t = target_of(v, l->id, l->demand, &ft);
+	if (target_of(v, l->id, l->demand, &t, &ft)) {
+		/* Out of memory: renew as we are, move nothing. */
+		t = h;
+		ft = me->floor;
+	}
 
 	if (t < h) {
 		/* Shrink: the group first, then report what it holds. */
@@ -149,7 +155,17 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 	rec.usage = c;
 	rec.demand = l->demand;
 	sent = sl__lease_now_ns();
+	/* Our own view ended since the read (a stall in this very step): the
+	 * floor first, and the store may count only our floor by now, so
+	 * anything above it is a grow (etcd: the record's lease ran out). */
+	lapsed = sent >= l->expiry_ns;
+	if (lapsed) {
+		sl__lease_fence(l);
+		grows = true;
+	}
 	rc = sl__store_write(l->s, l->budget, &rec, l->opts.ttl_ms, grows, v->version, l->incarnation);
+	if (rc == -EAGAIN && lapsed)
+		return; /* fenced: a fresh view next period, and a grow on it */
 	if (rc == -EAGAIN) {
 		/* Another grow won the compare: renew without growing. */
 		rec.held = held2 = min_u64(held2, h);

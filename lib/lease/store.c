@@ -65,7 +65,8 @@ void sl_lease_store_opts_init(struct sl_lease_store_opts *opts)
 	opts->node = NULL;
 }
 
-/* A node name goes into participant ids "node:pid:start:n": no ':' in it. */
+/* A node name goes into participant ids "node:pid:start:n": no ':' in it,
+ * and short enough that the id fits SL_LEASE_ID_MAX whole. */
 static bool node_ok(const char *node)
 {
 	size_t i;
@@ -73,7 +74,7 @@ static bool node_ok(const char *node)
 	for (i = 0; node[i]; i++) {
 		char c = node[i];
 
-		if (i >= 48)
+		if (i >= SL__LEASE_NODE_MAX)
 			return false;
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 		      c == '_' || c == '.' || c == '-'))

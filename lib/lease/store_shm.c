@@ -75,9 +75,9 @@ static int shm_open_store(const char *rest, const struct sl_lease_store_opts *op
 	} else {
 		size_t i;
 
-		if (gethostname(st->node, 49) < 0 || !st->node[0])
+		if (gethostname(st->node, SL__LEASE_NODE_MAX + 1) < 0 || !st->node[0])
 			snprintf(st->node, sizeof(st->node), "localhost");
-		st->node[48] = '\0';
+		st->node[SL__LEASE_NODE_MAX] = '\0';
 		/* A participant id is "node:pid:start:n": keep ':' out of node. */
 		for (i = 0; st->node[i]; i++)
 			if (st->node[i] == ':')

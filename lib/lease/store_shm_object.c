@@ -39,7 +39,8 @@
 
 /* ---- processes ---- */
 
-/* @pid's start time (clock ticks since boot), 0 if it is gone. */
+/* @pid's start time (clock ticks since boot), 0 if it is gone.  A zombie
+ * is gone: its memory was freed when it died, whether reaped or not. */
 static uint64_t proc_start(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -59,7 +60,7 @@ static uint64_t proc_start(pid_t pid)
 	/* The command name (field 2) may hold spaces and parentheses: fields
 	 * are counted from its last ')'. */
 	p = strrchr(buf, ')');
-	if (!p)
+	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X' || p[2] == 'x')
 		return 0;
 	for (field = 2; field < 22 && *p; p++)
 		if (*p == ' ')
