@@ -79,20 +79,34 @@ def reclaim_plot(res, out):
     rows = [r for r in load(os.path.join(res, "reclaim.jsonl")) if r.get("bench") == "reclaim"]
     if not rows:
         return None
-    gp = ["set terminal pngcairo size 900,550 noenhanced",
+    gp = ["set terminal pngcairo size 900,600 noenhanced",
           "set output %s" % q(os.path.join(res, "reclaim.png")),
           "set title %s" % q("bench_reclaim: cost of one sl_reclaim(root, 64) against tree size"),
-          "set logscale x", "set logscale y", "set grid", "set key top left",
-          "set offsets graph 0.05, graph 0.05, 0, 0",
+          "set logscale x", "set logscale y", "set grid", "set key below horizontal maxcols 2",
+          "set xrange [500:2000000]",
           "set xlabel 'groups in the tree (log)'", "set ylabel 'ns per call (log)'"]
+    # The goal of each policy's ratio (largest tree / smallest <= bound),
+    # drawn as a dashed line at bound x its smallest tree's figure.
+    bounds = {}
+    for r in load(os.path.join(res, "reclaim.jsonl")):
+        if r.get("bench") == "reclaim_ratio" and str(r.get("goal", "")).startswith("<="):
+            bounds[r["policy"]] = float(r["goal"][2:])
     plots = []
-    for pol in sorted({r["policy"] for r in rows}, key=lambda p: POLICIES.index(p) if p in POLICIES else 9):
+    pols = sorted({r["policy"] for r in rows}, key=lambda p: POLICIES.index(p) if p in POLICIES else 9)
+    for i, pol in enumerate(pols):
         pts = sorted((r["groups"], r["ns_per_call"]) for r in rows if r["policy"] == pol)
         fn = os.path.join(out, "reclaim_%s.dat" % pol)
         with open(fn, "w") as f:
             for g, ns in pts:
                 f.write("%d %.1f\n" % (g, ns))
-        plots.append("%s using 1:2 with linespoints lw 2 title %s" % (q(fn), q(pol)))
+        plots.append("%s using 1:2 with linespoints lw 2 lt %d title %s" % (q(fn), i + 1, q(pol)))
+        if pol in bounds and len(pts) > 1:
+            fn = os.path.join(out, "reclaim_%s_goal.dat" % pol)
+            with open(fn, "w") as f:
+                for g in (pts[0][0], pts[-1][0]):
+                    f.write("%d %.1f\n" % (g, bounds[pol] * pts[0][1]))
+            plots.append("%s using 1:2 with lines lw 1 dt 2 lt %d title %s" % (
+                q(fn), i + 1, q("%s goal: <= %g x its %d-group figure" % (pol, bounds[pol], pts[0][0]))))
     gp.append("plot " + ", ".join(plots))
     return gp
 
@@ -324,6 +338,9 @@ def tables(res):
             print(table(["ratio", "value", "goal", "met"],
                         [[r["name"], "%.2f" % r["value"], r["goal"], "yes" if r["met"] else "**no**"] for r in rat]))
 
+    charge_lease_table(res)
+    handoff_tables(res)
+
     rows = load(os.path.join(res, "reclaim.jsonl"))
     rc = [r for r in rows if r.get("bench") == "reclaim"]
     if rc:
@@ -391,6 +408,21 @@ def tables(res):
         out.append(line)
         print(table(["tenant", "soft", "alone"] + VARIANTS, out))
     if mixes:
+        print("#### bench_isolation: summary\n")
+        print("Per mix and variant: the whole cache's hit ratio / the worst ratio to alone of a "
+              "tenant with a soft limit.\n")
+        out = []
+        for mix in mixes:
+            line = [mix]
+            for v in VARIANTS:
+                x = [t["hit_ratio"] for t in tot if t["mix"] == mix and t["variant"] == v]
+                w = [r["ratio_to_alone"] for r in per if r["mix"] == mix and r["variant"] == v
+                     and r.get("ratio_to_alone") is not None]
+                line.append("%.3f / %.2f" % (x[0], min(w)) if x and w else "-")
+            met = [g["met"] for g in goals if g["mix"] == mix]
+            line.append("%d of %d" % (sum(met), len(met)) if met else "-")
+            out.append(line)
+        print(table(["mix"] + VARIANTS + ["goals met"], out))
         print("#### bench_isolation: goals\n")
         print("Tenants with a soft limit: the worst ratio to alone (goal: >= 0.95 under "
               "guarantee, protection and refault; the others for comparison).\n")
@@ -442,6 +474,63 @@ def tables(res):
                 if k not in keys and k != "bench":
                     keys.append(k)
         print(table(keys, [[r.get(k, "") for k in keys] for r in rows]))
+
+
+def ordered(values):
+    """The distinct values, in the order they first appear."""
+    out = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def charge_lease_table(res):
+    """bench_charge --lease-down (charge_lease.jsonl): a lease whose store is down."""
+    rows = load(os.path.join(res, "charge_lease.jsonl"))
+    ch = [r for r in rows if r.get("bench") == "charge_lease"]
+    stores = ordered(r["store"] for r in ch)
+    out = []
+    for t in sorted({r["threads"] for r in ch}):
+        line = [t]
+        for s in stores:
+            v = [r["ns_per_op"] for r in ch if r["threads"] == t and r["store"] == s]
+            line.append("%.2f" % v[0] if v else "-")
+        for s in stores[1:]:
+            v = [r["value"] for r in rows if r.get("bench") == "charge_lease_ratio"
+                 and r["threads"] == t and r["store"] == s]
+            line.append("%.2f" % v[0] if v else "-")
+        out.append(line)
+    if not out:
+        return
+    print("#### bench_charge --lease-down: ns per pair, depth 4, default batch\n")
+    print(table(["threads"] + ["store " + s for s in stores] + ["%s / none" % s for s in stores[1:]],
+                out))
+
+
+def handoff_tables(res):
+    """bench_handoff: ns per item per variant and mode, then its ratios."""
+    rows = load(os.path.join(res, "handoff.jsonl"))
+    ho = [r for r in rows if r.get("bench") == "handoff"]
+    keys = ordered((r["variant"], r["batch"] if r["variant"] == "softlimit" else "-") for r in ho)
+    if not keys:
+        return
+    out = []
+    for k in keys:
+        line = [k[0], k[1]]
+        cpu = []
+        for mode in ("handoff", "roundtrip"):
+            v = [r for r in ho if r["variant"] == k[0] and r["mode"] == mode
+                 and (k[1] == "-" or r["batch"] == k[1])]
+            line.append("%.2f" % v[0]["ns_per_item"] if v else "-")
+            cpu += [x["cpu_min"] for x in v]
+        line.append("%.2f" % min(cpu) if cpu else "-")
+        out.append(line)
+    print("#### bench_handoff: ns per item (depth 4, 64 units, ring of 1024)\n")
+    print(table(["variant", "batch", "handoff", "round trip", "cpu min"], out))
+    rat = [r for r in rows if r.get("bench") == "handoff_ratio"]
+    if rat:
+        print(table(["ratio", "value"], [[r["name"], "%.2f" % r["value"]] for r in rat]))
 
 
 def full_tables(res):
