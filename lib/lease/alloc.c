@@ -81,7 +81,7 @@ static int fits_at(const struct bounds *b, uint64_t level, uint64_t budget, uint
  */
 static uint64_t water_fill(const struct bounds *b, uint64_t budget, uint64_t *out)
 {
-	uint64_t top = 0, level, sum, left;
+	uint64_t top = 0, level, sum = 0, left;
 
 	for (size_t i = 0; i < b->n; i++)
 		top = max_u64(top, hi_of(b, i));
@@ -123,7 +123,7 @@ void sl__lease_alloc_maxmin(uint64_t budget, size_t n, const struct sl__lease_al
 			    uint64_t *out)
 {
 	struct bounds b = { .in = in, .n = n, .floors_only = 0 };
-	uint64_t left, sum;
+	uint64_t left, sum = 0;
 
 	if (n == 0 || !in || !out)
 		return;
