@@ -70,6 +70,14 @@
  * does not fit.  A store that comes back empty (etcd wiped, a new shm object)
  * is treated the same way: every holder falls to its floor, says so
  * (store_resets in its stats), and rejoins once the budget is set again.
+ * An empty store has forgotten what it counted, so this is the one case the
+ * promise holds only with help: etcd holds back every grow for three ttls
+ * after the first old holder registers again (by then every old holder has
+ * seen the wipe and fallen to its floor), but a holder that cannot reach the
+ * new store within that time, or a new participant that joins inside it,
+ * is not covered, and floors are counted again only as holders rejoin.
+ * Wipe a store only with its participants stopped, or set the budget again
+ * after one ttl (proof/lease.pml, case gap-lease-wipe, shows the gap).
  *
  * Demand: a cache always fills its share, so usage is not demand.  Each
  * period the lease asks the host (struct sl_lease_opts.demand) what the
