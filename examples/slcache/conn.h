@@ -37,6 +37,13 @@ struct wstats {
 
 enum cstate { CS_CMD, CS_DATA, CS_SWALLOW, CS_CLOSE };
 
+/* A worker's scratch read buffer, lent to the connection it serves. */
+#define RBUF_MIN (16 * 1024)
+/* Unsent output past which a connection runs no further request, nor the
+ * next key of a multiget: with one value, what a client that does not read
+ * can make the server hold. */
+#define WBUF_HIGH (256 * 1024)
+
 /* A storage command (classic or ms) waiting for its data block. */
 struct pending {
 	enum store_mode mode;
@@ -74,6 +81,12 @@ struct conn {
 	int64_t last_rx;  /* monotonic second of the last byte read */
 	bool rborrowed;   /* rbuf is the worker's scratch, for this event only */
 	bool wborrowed;   /* wbuf likewise                                       */
+	bool rd_eof;      /* the client shut down its side: answer, then close   */
+	bool memwait;     /* a multiget waits for room in the connection pool    */
+	int64_t last_tx;  /* monotonic second output last moved (or was empty)   */
+	size_t get_at;    /* a multiget paused: offset of its next key; 0, none  */
+	bool get_nomem;   /* ... because the pool had no room for that value     */
+	int64_t get_exptime; /* and its exptime (gat, gats)                      */
 	struct pending p;
 };
 
@@ -82,6 +95,9 @@ struct conn {
 /** Room for @n more bytes at c->wbuf + c->wend; false (and the connection
  * is closed after its output) when memory runs out. */
 bool ob_reserve(struct conn *c, size_t n);
+/** The same, but false leaves the connection as it was (a multiget then
+ * waits for room: its answer is produced as the socket drains). */
+bool ob_try_reserve(struct conn *c, size_t n);
 void ob_put(struct conn *c, const void *p, size_t n);
 void ob_str(struct conn *c, const char *s);
 void ob_printf(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -35,10 +35,10 @@
 #include "slcache.h"
 #include "tenants.h"
 
-#define RBUF_MIN (16 * 1024)
-#define WBUF_HIGH (4 * 1024 * 1024)   /* stop reading while more is unsent     */
 #define WBUF_MIN 4096
 #define PAGE 4096
+#define KEEP_ALIGN 64       /* a kept partial request: its size, to this       */
+#define MEMWAIT_POLL_MS 10  /* how often a waiting multiget looks for room     */
 
 struct worker {
 	pthread_t th;
@@ -49,6 +49,7 @@ struct worker {
 	int *queue;
 	size_t qlen, qcap;
 	struct conn *conns;
+	unsigned nwait; /* its connections waiting for room (conn->memwait) */
 	struct wstats st;
 	char rscratch[RBUF_MIN]; /* lent to the connection being served */
 	char wscratch[WBUF_MIN];
@@ -73,31 +74,34 @@ void net_stats(struct net_stats *out)
 	}
 }
 
-/* ---- buffers, charged to the connections group (connmem.c) ----
+/* ---- buffers, taken from the connection pool (connmem.c) ----
  *
  * An idle connection holds no buffer.  While it is served, it reads into
  * and answers from its worker's scratch buffers (borrowed); only what is
  * left when the event is done (a partial request, a value being received,
- * output the socket did not take) moves to buffers of its own, charged to
- * the connections group.  So memory follows what clients have in flight,
- * not how many are connected.
+ * output the socket did not take) moves to buffers of its own, taken from
+ * the pool.  So memory follows what clients have in flight, not how many
+ * are connected.  When the pool is spent nothing is forced past it: a
+ * value is refused, a multiget waits, and a connection whose partial
+ * request or answer cannot be kept is closed.
  */
 
-/* Resizes *buf to @cap bytes, charging the difference first (@flags as
- * sl_charge's).  False, nothing changed, when the charge or the
- * allocation fails. */
-static bool buf_resize(char **buf, size_t *bcap, size_t cap, unsigned flags)
+/* Resizes *buf to @cap bytes, taking the difference from the pool first.
+ * False, nothing changed, when the pool or the allocation fails. */
+static bool buf_resize(char **buf, size_t *bcap, size_t cap)
 {
 	size_t more = cap > *bcap ? cap - *bcap : 0;
 	char *nb;
 
-	if (!connmem_charge(more, flags))
+	if (!connmem_charge(more))
 		return false;
 	nb = realloc(*buf, cap);
 	if (!nb) {
 		connmem_uncharge(more);
 		return false;
 	}
+	if (cap < *bcap)
+		connmem_uncharge(*bcap - cap);
 	*buf = nb;
 	*bcap = cap;
 	return true;
@@ -121,14 +125,13 @@ static int64_t now_s(void)
 
 /* ---- the output buffer ---- */
 
-/* Output is charged without reclaim (answers are formatted under a
- * tenant's lock, where reclaiming could come back to that lock) and forced
- * when it does not fit: an answer is never cut.  What bounds it is
- * conn_event(): a connection with unsent output runs no further request
- * while the connections group is over its max. */
-#define OB_FLAGS (SL_NORECLAIM | SL_FORCE)
-
-bool ob_reserve(struct conn *c, size_t n)
+/* Output comes from the pool like the rest (it never reclaims: answers are
+ * formatted under a tenant's lock).  What bounds it per connection is
+ * WBUF_HIGH: past it no further request runs and a multiget stops before
+ * its next key, so a connection holds at most that and one value.  The
+ * pool bounds the sum: a multiget that finds it spent waits, as it would
+ * for its socket. */
+bool ob_try_reserve(struct conn *c, size_t n)
 {
 	size_t cap;
 
@@ -141,22 +144,30 @@ bool ob_reserve(struct conn *c, size_t n)
 		if (c->wcap - c->wend >= n)
 			return true;
 	}
-	for (cap = c->wcap ? c->wcap : WBUF_MIN; cap - c->wend < n; cap *= 2)
-		;
+	/* Doubling for small answers; a large one (a value) takes its size,
+	 * as doubling would hold up to twice it. */
+	cap = c->wcap ? c->wcap * 2 : WBUF_MIN;
+	if (cap - c->wend < n)
+		cap = (c->wend + n + PAGE - 1) / PAGE * PAGE;
 	if (c->wborrowed) {
 		char *own = NULL;
 		size_t ocap = 0;
 
-		if (buf_resize(&own, &ocap, cap, OB_FLAGS)) {
-			memcpy(own, c->wbuf, c->wend);
-			c->wbuf = own;
-			c->wcap = ocap;
-			c->wborrowed = false;
-			return true;
-		}
-	} else if (buf_resize(&c->wbuf, &c->wcap, cap, OB_FLAGS)) {
+		if (!buf_resize(&own, &ocap, cap))
+			return false;
+		memcpy(own, c->wbuf, c->wend);
+		c->wbuf = own;
+		c->wcap = ocap;
+		c->wborrowed = false;
 		return true;
 	}
+	return buf_resize(&c->wbuf, &c->wcap, cap);
+}
+
+bool ob_reserve(struct conn *c, size_t n)
+{
+	if (ob_try_reserve(c, n))
+		return true;
 	logv("connection %d: no memory for the answer: closing", c->fd);
 	c->close_after = true;
 	return false;
@@ -190,11 +201,21 @@ void ob_printf(struct conn *c, const char *fmt, ...)
 
 /* ---- connections ---- */
 
+static void conn_memwait(struct conn *c, bool wait)
+{
+	if (c->memwait == wait)
+		return;
+	c->memwait = wait;
+	c->w->nwait += wait ? 1u : -1u;
+	connmem_wait(wait ? 1 : -1);
+}
+
 static void conn_close(struct conn *c)
 {
 	struct worker *w = c->w;
 
 	logv("connection %d closed", c->fd);
+	conn_memwait(c, false);
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	if (c->prev)
@@ -229,6 +250,7 @@ static bool conn_flush(struct conn *c)
 
 		if (n > 0) {
 			c->wstart += (size_t)n;
+			c->last_tx = now_s();
 			STAT_ADD(c->st, bytes_written, (uint64_t)n);
 		} else if (n < 0 && errno == EINTR) {
 			continue;
@@ -247,16 +269,22 @@ static bool conn_flush(struct conn *c)
 }
 
 /* Makes room to read: the whole data block of a pending storage command
- * must fit, or at least RBUF_MIN bytes.  A data block that does not fit
- * in the connections' memory is refused (and then swallowed); a command
- * line that does not closes the connection. */
+ * must fit, or at least RBUF_MIN bytes.  A partial request small enough
+ * goes back into the worker's scratch buffer (so a client that trickles a
+ * line holds only its bytes between events).  A data block that does not
+ * fit in the pool is refused (and then swallowed); a command line that
+ * does not closes the connection. */
 static bool rbuf_room(struct conn *c)
 {
 	size_t need = proto_read_need(c), used = c->rend - c->rstart, cap;
 
-	if (c->rcap == 0 && need <= RBUF_MIN) {
+	if (!c->rborrowed && used + need <= RBUF_MIN && used <= RBUF_MIN / 2) {
+		memcpy(c->w->rscratch, c->rbuf + c->rstart, used);
+		buf_free(&c->rbuf, &c->rcap);
 		c->rbuf = c->w->rscratch;
 		c->rcap = RBUF_MIN;
+		c->rstart = 0;
+		c->rend = used;
 		c->rborrowed = true;
 		return true;
 	}
@@ -273,11 +301,23 @@ static bool rbuf_room(struct conn *c)
 		/* Exactly the value (to the page): doubling would charge up to twice it. */
 		cap = (c->rend + need + PAGE - 1) / PAGE * PAGE;
 	} else {
-		for (cap = c->rcap ? c->rcap : RBUF_MIN; cap - c->rend < need; cap *= 2)
+		for (cap = c->rcap > RBUF_MIN ? c->rcap : RBUF_MIN; cap - c->rend < need; cap *= 2)
 			;
 	}
-	if (buf_resize(&c->rbuf, &c->rcap, cap, 0))
+	if (c->rborrowed) {
+		char *own = NULL;
+		size_t ocap = 0;
+
+		if (buf_resize(&own, &ocap, cap)) {
+			memcpy(own, c->rbuf, c->rend);
+			c->rbuf = own;
+			c->rcap = ocap;
+			c->rborrowed = false;
+			return true;
+		}
+	} else if (buf_resize(&c->rbuf, &c->rcap, cap)) {
 		return true;
+	}
 	if (c->state != CS_DATA) {
 		logv("connection %d: no memory to read a command: closing", c->fd);
 		return false;
@@ -287,10 +327,10 @@ static bool rbuf_room(struct conn *c)
 }
 
 /* Gives a borrowed scratch buffer back; with @keep, what is left in it
- * (at most @base bytes) moves to a buffer of the connection's own, charged
- * with @flags.  False when that fails (the connection is then closed). */
+ * moves to a buffer of the connection's own, of its size to @align, taken
+ * from the pool.  False when that fails (the connection is then closed). */
 static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *borrowed,
-		     size_t base, unsigned flags, bool keep)
+		     size_t align, bool keep)
 {
 	const char *scratch = *buf;
 	size_t left = *end - *start;
@@ -299,7 +339,7 @@ static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *
 	*buf = NULL;
 	*cap = 0;
 	*borrowed = false;
-	if (keep && left && buf_resize(buf, cap, base, flags))
+	if (keep && left && buf_resize(buf, cap, (left + align - 1) / align * align))
 		memcpy(*buf, scratch + *start, left);
 	else
 		ok = !keep || !left;
@@ -309,21 +349,21 @@ static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *
 }
 
 /* At the end of an event: scratch buffers go back to the worker, and an
- * emptied read buffer of the connection's own is freed.  False when memory
- * to keep what is in flight runs out. */
+ * emptied read buffer of the connection's own is freed.  False when the
+ * pool has no room to keep what is in flight. */
 static bool conn_settle(struct conn *c, bool keep)
 {
 	bool ok = true;
 
 	if (c->rborrowed) {
-		ok = unborrow(&c->rbuf, &c->rcap, &c->rstart, &c->rend, &c->rborrowed, RBUF_MIN,
-			      SL_FORCE, keep);
+		ok = unborrow(&c->rbuf, &c->rcap, &c->rstart, &c->rend, &c->rborrowed, KEEP_ALIGN,
+			      keep);
 	} else if (keep && c->rstart == c->rend && c->rcap) {
 		buf_free(&c->rbuf, &c->rcap);
 		c->rstart = c->rend = 0;
 	}
-	if (c->wborrowed && !unborrow(&c->wbuf, &c->wcap, &c->wstart, &c->wend, &c->wborrowed,
-				      WBUF_MIN, OB_FLAGS, keep))
+	if (c->wborrowed &&
+	    !unborrow(&c->wbuf, &c->wcap, &c->wstart, &c->wend, &c->wborrowed, KEEP_ALIGN, keep))
 		ok = false;
 	return ok;
 }
@@ -337,53 +377,88 @@ static void wbuf_borrow(struct conn *c)
 	}
 }
 
+/* Reads what the socket has; false when the connection is dead.  A client
+ * that shut down its side (nc -q1, printf | nc) is still answered: what it
+ * sent runs, then the connection closes once its output is out. */
+static bool conn_read(struct conn *c)
+{
+	ssize_t n;
+
+	if (!rbuf_room(c))
+		return false;
+	n = recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, 0);
+	if (n > 0) {
+		c->rend += (size_t)n;
+		c->last_rx = now_s();
+		STAT_ADD(c->st, bytes_read, (uint64_t)n);
+	} else if (n == 0) {
+		c->rd_eof = true;
+	} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		return false;
+	}
+	return true;
+}
+
+/* Runs what was read; when output drains below the mark, goes on with the
+ * multiget being answered and the requests read behind it.  Output the
+ * socket does not take waits, and holds back further requests, past
+ * WBUF_HIGH or while the pool is short. */
+static bool conn_run(struct conn *c)
+{
+	for (;;) {
+		size_t left = c->rend - c->rstart, at = c->get_at;
+
+		if (!conn_flush(c))
+			return false;
+		wbuf_borrow(c);
+		proto_input(c);
+		if (!conn_flush(c))
+			return false;
+		conn_memwait(c, c->get_at && c->get_nomem && c->wend == c->wstart);
+		if (c->close_after)
+			return true;
+		if (c->get_at && !c->memwait && c->wend == c->wstart)
+			continue; /* all sent: the multiget goes on */
+		if (c->rend == c->rstart || (c->rend - c->rstart == left && c->get_at == at) ||
+		    c->wend - c->wstart >= WBUF_HIGH ||
+		    (c->wend > c->wstart && connmem_short(WBUF_HIGH)))
+			return true;
+	}
+}
+
 static void conn_event(struct conn *c, uint32_t ev)
 {
 	bool ok = true;
+	uint32_t want;
 
-	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		if (!rbuf_room(c)) {
-			ok = false;
-		} else {
-			ssize_t n = recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, 0);
-
-			if (n > 0) {
-				c->rend += (size_t)n;
-				c->last_rx = now_s();
-				STAT_ADD(c->st, bytes_read, (uint64_t)n);
-			} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-				ok = false;
-			}
-		}
-	}
-	/* Run what was read; when output drains below the mark, go on with
-	 * requests already read (pipelined behind a big answer).  Output that
-	 * the socket does not take waits, and holds back further requests,
-	 * while the connections group is over its max. */
-	while (ok) {
-		size_t left = c->rend - c->rstart;
-
-		wbuf_borrow(c);
-		proto_input(c);
-		ok = conn_flush(c);
-		if (c->close_after || c->rend == c->rstart || c->rend - c->rstart == left ||
-		    c->wend - c->wstart >= WBUF_HIGH ||
-		    (c->wend > c->wstart && connmem_over()))
-			break;
-	}
+	if (c->wstart == c->wend)
+		c->last_tx = now_s();
+	if (ev & EPOLLERR)
+		ok = false;
+	else if ((ev & (EPOLLIN | EPOLLHUP)) && !c->rd_eof)
+		ok = conn_read(c);
+	else if ((ev & EPOLLHUP) && c->rd_eof)
+		ok = false; /* both ways shut: nobody to answer */
+	if (ok)
+		ok = conn_run(c);
 	if (!conn_settle(c, ok)) {
 		logv("connection %d: no memory to keep its input or output: closing", c->fd);
 		ok = false;
 	}
-	if (!ok || (c->close_after && c->wstart == c->wend)) {
+	/* Done: closed, or shut by the client with nothing more to answer (what
+	 * is left of its input is a request that can never complete). */
+	if (!ok || (c->wstart == c->wend && (c->close_after || (c->rd_eof && !c->get_at)))) {
 		conn_close(c);
 		return;
 	}
+	/* Read only while answers keep up: a multiget being answered, or
+	 * output past the mark, stops reading (backpressure). */
+	want = c->rd_eof || c->close_after || c->get_at || c->wend - c->wstart >= WBUF_HIGH
+		       ? 0
+		       : EPOLLIN;
 	if (c->wstart < c->wend)
-		conn_watch(c, c->wend - c->wstart >= WBUF_HIGH || c->close_after ? EPOLLOUT
-										  : EPOLLIN | EPOLLOUT);
-	else
-		conn_watch(c, EPOLLIN);
+		want |= EPOLLOUT;
+	conn_watch(c, want);
 }
 
 static void worker_adopt(struct worker *w, int fd)
@@ -400,7 +475,7 @@ static void worker_adopt(struct worker *w, int fd)
 	c->w = w;
 	c->st = &w->st;
 	c->events = EPOLLIN;
-	c->last_rx = now_s();
+	c->last_rx = c->last_tx = now_s();
 	e.data.ptr = c;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
 		close(fd);
@@ -417,20 +492,44 @@ static void worker_adopt(struct worker *w, int fd)
 
 /* Closes the connections that stopped in the middle of a value: each
  * holds a buffer of up to the value's size that only its client can
- * complete (or, refused, a socket that only its client can drain). */
+ * complete (or, refused, a socket that only its client can drain).  While
+ * other connections wait for room in the pool, also those that hold pool
+ * memory and did not move for as long: a partial request that stopped, an
+ * answer its client does not read. */
 static void close_stalled(struct worker *w, int64_t now)
 {
 	struct conn *c = w->conns, *next;
+	bool contended = connmem_contended();
 
 	for (; c; c = next) {
+		int64_t since = now - (c->last_rx > c->last_tx ? c->last_rx : c->last_tx);
+
 		next = c->next;
 		if ((c->state == CS_DATA || c->state == CS_SWALLOW) &&
 		    now - c->last_rx >= (int64_t)opt.stall_timeout) {
 			logv("connection %d: no data for %u s in the middle of a value: closing",
 			     c->fd, opt.stall_timeout);
-			STAT_ADD(c->st, stalled_closed, 1);
-			conn_close(c);
+		} else if (contended && !c->memwait && (c->rcap || c->wcap) &&
+			   since >= (int64_t)opt.stall_timeout) {
+			logv("connection %d: holds memory others wait for, still for %u s: closing",
+			     c->fd, opt.stall_timeout);
+		} else {
+			continue;
 		}
+		STAT_ADD(c->st, stalled_closed, 1);
+		conn_close(c);
+	}
+}
+
+/* Gives the multigets that wait for room in the pool another try. */
+static void retry_waiting(struct worker *w)
+{
+	struct conn *c = w->conns, *next;
+
+	for (; c && w->nwait; c = next) {
+		next = c->next;
+		if (c->memwait)
+			conn_event(c, 0);
 	}
 }
 
@@ -441,12 +540,8 @@ static void *worker_main(void *arg)
 	int64_t swept = now_s();
 
 	while (!atomic_load(&w->stop)) {
-		int n = epoll_wait(w->epfd, evs, 128, opt.stall_timeout ? 1000 : -1), i;
-
-		if (opt.stall_timeout && now_s() != swept) {
-			swept = now_s();
-			close_stalled(w, swept);
-		}
+		int n = epoll_wait(w->epfd, evs, 128,
+				   w->nwait ? MEMWAIT_POLL_MS : opt.stall_timeout ? 1000 : -1), i;
 
 		if (n < 0 && errno != EINTR)
 			break;
@@ -465,6 +560,13 @@ static void *worker_main(void *arg)
 			} else {
 				conn_event(evs[i].data.ptr, evs[i].events);
 			}
+		}
+		retry_waiting(w);
+		/* After the events: a connection closed here must not be one
+		 * that this round's events still point to. */
+		if (opt.stall_timeout && now_s() != swept) {
+			swept = now_s();
+			close_stalled(w, swept);
 		}
 	}
 	while (w->conns)

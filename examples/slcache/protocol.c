@@ -24,15 +24,14 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "connmem.h"
 #include "proto.h"
 #include "slcache.h"
 #include "storage.h"
 #include "tenants.h"
 
 #define LINE_SHORT_MAX 2048             /* a command line that is not a get  */
-#define GETLINE_MAX (16u * 1024 * 1024) /* a get line, however many keys     */
-#define RBUF_MIN (16 * 1024)
-#define WBUF_HIGH (4 * 1024 * 1024)     /* stop reading while more is unsent */
+#define GETLINE_MAX (1024 * 1024)       /* a get line: 4000 keys of 250 bytes */
 #define MEMLIMIT_MIN_MB 8               /* memcached's smallest cache_memlimit */
 
 #define NS(field) atomic_load_explicit(&ns.sum.field, memory_order_relaxed)
@@ -178,6 +177,8 @@ static void noreply_maybe(struct conn *c, struct tok *tk, size_t nt)
 struct get_ctx {
 	struct conn *c;
 	bool cas;
+	bool nomem;  /* the pool had no room for this value's answer */
+	size_t need; /* what it needed                               */
 	const char *key;
 	size_t keylen;
 };
@@ -189,8 +190,11 @@ static void emit_value(void *arg, const struct item_view *v)
 	struct conn *c = g->c;
 	char *p;
 
-	if (!ob_reserve(c, g->keylen + v->vlen + 80))
+	g->need = g->keylen + v->vlen + 80;
+	if (!ob_try_reserve(c, g->need)) {
+		g->nomem = true;
 		return;
+	}
 	p = c->wbuf + c->wend;
 	memcpy(p, "VALUE ", 6);
 	p += 6;
@@ -213,61 +217,97 @@ static void emit_value(void *arg, const struct item_view *v)
 	c->wend = (size_t)(p - c->wbuf);
 }
 
-/* get/gets KEY..., gat/gats EXPTIME KEY...: walks the line itself, so a
- * multiget may have any number of keys. */
-static void cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch)
+/* The next key of a get line from *i; false at the end of the line. */
+static bool next_key(const char *line, size_t len, size_t *i, struct tok *k)
 {
-	struct get_ctx g = { .c = c, .cas = cas };
-	struct store_read how = { .touch = touch };
-	size_t mark = c->wend - c->wstart, i = 0;
+	while (*i < len && line[*i] == ' ')
+		(*i)++;
+	if (*i == len)
+		return false;
+	k->s = (char *)line + *i;
+	while (*i < len && line[*i] != ' ')
+		(*i)++;
+	k->n = (size_t)(line + *i - k->s);
+	return true;
+}
+
+/* One key of a multiget; false when it must wait (its answer did not fit:
+ * the pool is short). */
+static bool get_one(struct conn *c, const struct tok *k, bool cas, bool touch, int64_t exptime)
+{
+	struct get_ctx g = { .c = c, .cas = cas, .key = k->s, .keylen = k->n };
+	struct store_read how = { .touch = touch, .exptime = exptime };
+	enum store_result r = store_get(k->s, k->n, &how, emit_value, &g);
+
+	if (g.nomem && g.need <= connmem_pool() / 2) {
+		c->get_nomem = true;
+		return false;
+	}
+	if (g.nomem) { /* could never fit: as memcached when it cannot answer */
+		ob_str(c, "SERVER_ERROR out of memory writing get response\r\n");
+		return true;
+	}
+	if (touch)
+		BUMP(c, cmd_touch);
+	else
+		BUMP(c, cmd_get);
+	if (r == ST_OK) {
+		if (touch)
+			BUMP(c, touch_hits);
+		else
+			BUMP(c, get_hits);
+	} else if (touch) {
+		BUMP(c, touch_misses);
+	} else {
+		BUMP(c, get_misses);
+	}
+	return true;
+}
+
+/* get/gets KEY..., gat/gats EXPTIME KEY...: walks the line itself, so a
+ * multiget may have any number of keys.  Its answer is produced as the
+ * socket drains: past WBUF_HIGH of unsent output, or when the pool has no
+ * room for the next value, it stops before that key (c->get_at) and
+ * returns false, the line still unread; net.c calls again. */
+static bool cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch)
+{
+	size_t i = c->get_at;
 	struct tok k;
 
-	while (i < len && line[i] != ' ') /* the command word */
-		i++;
-	if (touch) {
-		while (i < len && line[i] == ' ')
+	c->get_nomem = false;
+	if (i == 0) {
+		while (i < len && line[i] != ' ') /* the command word */
 			i++;
-		k.s = line + i;
-		for (; i < len && line[i] != ' '; i++)
-			;
-		k.n = (size_t)(line + i - k.s);
-		if (!tok_i64(&k, &how.exptime)) {
-			ob_str(c, "CLIENT_ERROR invalid exptime argument\r\n");
-			return;
+		if (touch) {
+			if (!next_key(line, len, &i, &k))
+				k.n = 0;
+			if (!tok_i64(&k, &c->get_exptime)) {
+				ob_str(c, "CLIENT_ERROR invalid exptime argument\r\n");
+				return true;
+			}
+		}
+		/* Every key is checked before any answer goes out: a bad one
+		 * answers the error alone, as memcached does. */
+		for (size_t j = i; next_key(line, len, &j, &k);) {
+			if (!key_ok(&k)) {
+				ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+				return true;
+			}
 		}
 	}
 	for (;;) {
-		while (i < len && line[i] == ' ')
-			i++;
-		if (i == len)
+		size_t at = i;
+
+		if (!next_key(line, len, &i, &k))
 			break;
-		k.s = line + i;
-		for (; i < len && line[i] != ' '; i++)
-			;
-		k.n = (size_t)(line + i - k.s);
-		if (!key_ok(&k)) {
-			c->wend = c->wstart + mark; /* drop the partial answer */
-			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
-			return;
-		}
-		g.key = k.s;
-		g.keylen = k.n;
-		if (touch)
-			BUMP(c, cmd_touch);
-		else
-			BUMP(c, cmd_get);
-		if (store_get(k.s, k.n, &how, emit_value, &g) == ST_OK) {
-			if (touch)
-				BUMP(c, touch_hits);
-			else
-				BUMP(c, get_hits);
-		} else if (touch) {
-			BUMP(c, touch_misses);
-		} else {
-			BUMP(c, get_misses);
+		if (c->wend - c->wstart >= WBUF_HIGH || !get_one(c, &k, cas, touch, c->get_exptime)) {
+			c->get_at = at;
+			return false;
 		}
 	}
+	c->get_at = 0;
 	ob_str(c, "END\r\n");
+	return true;
 }
 
 /* ---- storage commands ---- */
@@ -611,6 +651,8 @@ static void stats_general(struct conn *c)
 	stat_u64(c, "refaults", tot.refaults);
 	stat_u64(c, "oom_errors", NS(oom_errors));
 	stat_u64(c, "conn_stalled_closed", NS(stalled_closed));
+	stat_u64(c, "conn_bytes", connmem_used());
+	stat_u64(c, "conn_memory", connmem_pool());
 	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
 	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
 	stat_u64(c, "usage", tot.usage);
@@ -688,30 +730,27 @@ static bool starts(const char *line, size_t len, const char *word)
 	return len > n && memcmp(line, word, n) == 0 && line[n] == ' ';
 }
 
-/* One command line (without its "\r\n"). */
-static void process_line(struct conn *c, char *line, size_t len)
+/* One command line (without its "\r\n"); false when it is not done (a
+ * multiget waits to go on: the line must stay). */
+static bool process_line(struct conn *c, char *line, size_t len)
 {
 	struct tok tk[MAX_TOKENS];
 	size_t nt;
 
 	c->noreply = false;
-	if (starts(line, len, "get") || starts(line, len, "gets")) {
-		cmd_get(c, line, len, line[3] == 's', false);
-		return;
-	}
-	if (starts(line, len, "gat") || starts(line, len, "gats")) {
-		cmd_get(c, line, len, line[3] == 's', true);
-		return;
-	}
+	if (starts(line, len, "get") || starts(line, len, "gets"))
+		return cmd_get(c, line, len, line[3] == 's', false);
+	if (starts(line, len, "gat") || starts(line, len, "gats"))
+		return cmd_get(c, line, len, line[3] == 's', true);
 	nt = tokenize(line, len, tk, MAX_TOKENS);
 	if (nt == 0 || nt == MAX_TOKENS) {
 		ob_str(c, "ERROR\r\n");
-		return;
+		return true;
 	}
 	if (nt >= 2 && tk[nt - 1].n >= 5 && memcmp(tk[nt - 1].s, "HTTP/", 5) == 0) {
 		c->close_after = true; /* a web client: no answer, as memcached */
 		c->state = CS_CLOSE;
-		return;
+		return true;
 	}
 	if (tok_is(&tk[0], "mg"))
 		meta_get(c, tk, nt);
@@ -763,6 +802,7 @@ static void process_line(struct conn *c, char *line, size_t len)
 		c->state = CS_CLOSE;
 	} else
 		ob_str(c, "ERROR\r\n");
+	return true;
 }
 
 /* A line with no end yet: may it still grow?  memcached lets only get and
@@ -835,7 +875,10 @@ void proto_input(struct conn *c)
 			c->rstart += len + 1;
 			if (len > 0 && p[len - 1] == '\r')
 				len--;
-			process_line(c, p, len);
+			if (!process_line(c, p, len)) {
+				c->rstart -= (size_t)(nl - p) + 1; /* the line waits */
+				break;
+			}
 		}
 	}
 	if (c->rstart == c->rend)

@@ -313,7 +313,8 @@ static int cache_create(enum backend be)
 	int err;
 
 	if (be == BE_SHARED) {
-		err = lru_cache_create_shared(opt.max_bytes, &tn.cache);
+		/* Connection memory is reserved within -m (connmem.c). */
+		err = lru_cache_create_shared(opt.max_bytes - opt.conn_memory, &tn.cache);
 	} else {
 		struct sl_tree_opts to;
 
@@ -419,6 +420,8 @@ int tenants_set_budget(uint64_t bytes)
 	sl_tree *tree = lru_cache_tree(tn.cache);
 	int err;
 
+	if (bytes <= opt.conn_memory) /* the connections' reservation is in it */
+		return -EINVAL;
 	if (tree) {
 		struct sl_stats st;
 
@@ -434,7 +437,7 @@ int tenants_set_budget(uint64_t bytes)
 				headroom_apply(sl_tree_root(tree));
 		}
 	} else {
-		err = lru_cache_set_capacity(tn.cache, bytes);
+		err = lru_cache_set_capacity(tn.cache, bytes - opt.conn_memory);
 	}
 	if (!err)
 		atomic_store_explicit(&tn.budget, bytes, memory_order_relaxed);
