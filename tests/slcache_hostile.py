@@ -15,6 +15,10 @@ Scenarios (each fails unless every check holds):
   bytes of a get line and go silent.  Once the server has read them all,
   the same checks (a new client served, memory, usage, the quiet tenant
   keeps every item, no eviction).
+- metrics (with --metrics-port): a quiet tenant stores 400 items; 300
+  clients of the metrics port send their request a byte at a time, and 20
+  more send a whole request and never read the answer; meanwhile ten
+  scrapes are each answered in full, and the same checks hold.
 - halfclose: ten values of 1,000,000 bytes; a client sends
   "get k0 ... k7\\r\\nmn\\r\\n" and shuts down its side before reading: it
   gets all eight values, END and MN, byte for byte, then the close.
@@ -37,6 +41,7 @@ import time
 DEADLINE = 60.0
 LOG = None
 PROC = None
+MPORT = None
 
 
 def fail(msg):
@@ -58,11 +63,12 @@ def status_kb(field):
     return 0
 
 
-def start(cmd):
-    global PROC
+def start(cmd, metrics=False):
+    global PROC, MPORT
     for _ in range(20):
-        port = random.randrange(20000, 60000)
-        PROC = subprocess.Popen(cmd + ["-l", "127.0.0.1", "-p", str(port)], stderr=LOG)
+        port, MPORT = random.sample(range(20000, 60000), 2)
+        extra = ["--metrics-port", str(MPORT)] if metrics else []
+        PROC = subprocess.Popen(cmd + ["-l", "127.0.0.1", "-p", str(port)] + extra, stderr=LOG)
         for _ in range(200):
             if PROC.poll() is not None:
                 break
@@ -232,6 +238,58 @@ def partial(port, check_mb, conns):
     c.close()
 
 
+def scrape():
+    s = socket.create_connection(("127.0.0.1", MPORT), timeout=DEADLINE)
+    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    data = bytearray()
+    while True:
+        part = s.recv(65536)
+        if not part:
+            break
+        data += part
+    s.close()
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = [int(l.split(b":")[1]) for l in lines if l.lower().startswith(b"content-length:")]
+    if lines[0] != b"HTTP/1.0 200 OK" or length != [len(body)] or b"softlimit_usage_bytes" not in body:
+        fail("a scrape behind slow clients got %r (%d bytes of body)" % (lines[0], len(body)))
+
+
+def metrics(port, check_mb):
+    c = Client(port)
+    store_quiet(c)
+    for i in range(300):  # 300 tenants: a dump of some size
+        c.s.sendall(b"set t%d:k 0 0 1 noreply\r\nx\r\n" % i)
+    c.call(b"mn\r\n")
+    req = b"GET /metrics HTTP/1.0\r\nHost: slow\r\n\r\n"
+    slow = []
+    for _ in range(300):
+        s = socket.create_connection(("127.0.0.1", MPORT), timeout=DEADLINE)
+        s.sendall(req[:1])
+        slow.append(s)
+    unread = []
+    for _ in range(20):
+        s = socket.create_connection(("127.0.0.1", MPORT), timeout=DEADLINE)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(req)
+        unread.append(s)
+    for n in range(10):
+        for i, s in enumerate(slow):  # one more byte each, never the end
+            try:
+                s.sendall(req[1 + n:2 + n])
+            except OSError:
+                slow[i] = None  # the server may drop the oldest: allowed
+        slow = [s for s in slow if s is not None]
+        scrape()
+    print("slcache_hostile: metrics: 10 scrapes answered among %d trickling and %d unread clients"
+          % (len(slow), len(unread)))
+    check_held(port, check_mb, "slow clients hold the metrics port")
+    scrape()
+    for s in slow + unread:
+        s.close()
+    c.close()
+
+
 def halfclose(port):
     c = Client(port)
     vals = [(b"%d" % i) * (1000000 // len(b"%d" % i)) for i in range(10)]
@@ -258,7 +316,7 @@ def halfclose(port):
 def main():
     global LOG
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["multiget", "partial", "halfclose"])
+    ap.add_argument("scenario", choices=["multiget", "partial", "metrics", "halfclose"])
     ap.add_argument("--check-mb", type=int, default=0)
     ap.add_argument("--conns", type=int, default=4000)
     ap.add_argument("cmd", nargs="+")
@@ -274,8 +332,10 @@ def main():
         print("slcache_hostile: not enough file descriptors for %d connections: skipped" % a.conns)
         sys.exit(77)
     LOG = tempfile.TemporaryFile()
-    port = start(a.cmd)
-    if a.scenario == "multiget":
+    port = start(a.cmd, a.scenario == "metrics")
+    if a.scenario == "metrics":
+        metrics(port, a.check_mb)
+    elif a.scenario == "multiget":
         multiget(port, a.check_mb)
     elif a.scenario == "partial":
         partial(port, a.check_mb, a.conns)
