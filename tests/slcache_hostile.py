@@ -19,6 +19,10 @@ Scenarios (each fails unless every check holds):
   clients of the metrics port send their request a byte at a time, and 20
   more send a whole request and never read the answer; meanwhile ten
   scrapes are each answered in full, and the same checks hold.
+- prefixes (with --max-tenants 1000): the cache filled with 100 MB of
+  items, then one 1-byte item under each of 1000 key prefixes, each a new
+  tenant with an arena: resident memory within --check-mb, usage within
+  limit_maxbytes, and the server still serves.
 - halfclose: ten values of 1,000,000 bytes; a client sends
   "get k0 ... k7\\r\\nmn\\r\\n" and shuts down its side before reading: it
   gets all eight values, END and MN, byte for byte, then the close.
@@ -290,6 +294,31 @@ def metrics(port, check_mb):
     c.close()
 
 
+def prefixes(port, check_mb):
+    c = Client(port)
+    val = b"f" * 100000
+    for i in range(1000):
+        c.s.sendall(b"set fill:k%d 0 0 %d noreply\r\n%s\r\n" % (i, len(val), val))
+    for i in range(1000):
+        c.s.sendall(b"set p%d:k 0 0 1 noreply\r\nx\r\n" % i)
+    if c.call(b"mn\r\n") != [b"MN\r\n"]:
+        fail("the sets were not answered")
+    st = c.stats()
+    tenants = len([k for k in st if k.startswith("tenant:") and k.endswith(":usage")])
+    usage, limit = int(st["usage"]), int(st["limit_maxbytes"])
+    hwm = status_kb("VmHWM") / 1024
+    print("slcache_hostile: prefixes: %d tenants, peak RSS %.1f MiB, usage %d of %d"
+          % (tenants, hwm, usage, limit))
+    if check_mb and hwm > check_mb:
+        fail("peak resident memory %.1f MiB is above %d MiB with %d tenants" % (hwm, check_mb, tenants))
+    if usage > limit:
+        fail("usage %d is above limit_maxbytes %d" % (usage, limit))
+    c.set(b"p999:k", b"still served")
+    if c.get(b"p999:k") != b"still served":
+        fail("not served after the prefixes")
+    c.close()
+
+
 def halfclose(port):
     c = Client(port)
     vals = [(b"%d" % i) * (1000000 // len(b"%d" % i)) for i in range(10)]
@@ -316,7 +345,7 @@ def halfclose(port):
 def main():
     global LOG
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["multiget", "partial", "metrics", "halfclose"])
+    ap.add_argument("scenario", choices=["multiget", "partial", "metrics", "prefixes", "halfclose"])
     ap.add_argument("--check-mb", type=int, default=0)
     ap.add_argument("--conns", type=int, default=4000)
     ap.add_argument("cmd", nargs="+")
@@ -335,6 +364,8 @@ def main():
     port = start(a.cmd, a.scenario == "metrics")
     if a.scenario == "metrics":
         metrics(port, a.check_mb)
+    elif a.scenario == "prefixes":
+        prefixes(port, a.check_mb)
     elif a.scenario == "multiget":
         multiget(port, a.check_mb)
     elif a.scenario == "partial":
