@@ -279,7 +279,8 @@ static bool rbuf_room(struct conn *c)
 	size_t need = proto_read_need(c), used = c->rend - c->rstart, cap;
 
 	if (!c->rborrowed && used + need <= RBUF_MIN && used <= RBUF_MIN / 2) {
-		memcpy(c->w->rscratch, c->rbuf + c->rstart, used);
+		if (used)
+			memcpy(c->w->rscratch, c->rbuf + c->rstart, used);
 		buf_free(&c->rbuf, &c->rcap);
 		c->rbuf = c->w->rscratch;
 		c->rcap = RBUF_MIN;
