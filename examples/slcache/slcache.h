@@ -38,7 +38,7 @@ struct options {
 	const char *addr;
 	const char *port;
 	const char *metrics_port; /* --metrics-port: NULL, off */
-	uint64_t conn_memory;     /* --conn-memory: max of the connections group */
+	uint64_t conn_memory;     /* --conn-memory: reserved within -m for clients */
 	unsigned stall_timeout;   /* --stall-timeout: seconds; 0, never           */
 	uint64_t max_bytes;
 	enum sl_policy policy;
