@@ -361,17 +361,23 @@ def main():
         print("slcache_hostile: not enough file descriptors for %d connections: skipped" % a.conns)
         sys.exit(77)
     LOG = tempfile.TemporaryFile()
+    # A server that hangs the test fails it, and is killed, within ctest's timeout.
+    signal.signal(signal.SIGALRM, lambda *_: fail("the scenario did not end within 150 s"))
+    signal.alarm(150)
     port = start(a.cmd, a.scenario == "metrics")
-    if a.scenario == "metrics":
-        metrics(port, a.check_mb)
-    elif a.scenario == "prefixes":
-        prefixes(port, a.check_mb)
-    elif a.scenario == "multiget":
-        multiget(port, a.check_mb)
-    elif a.scenario == "partial":
-        partial(port, a.check_mb, a.conns)
-    else:
-        halfclose(port)
+    try:
+        if a.scenario == "metrics":
+            metrics(port, a.check_mb)
+        elif a.scenario == "prefixes":
+            prefixes(port, a.check_mb)
+        elif a.scenario == "multiget":
+            multiget(port, a.check_mb)
+        elif a.scenario == "partial":
+            partial(port, a.check_mb, a.conns)
+        else:
+            halfclose(port)
+    except (OSError, ValueError, IndexError) as e:  # a timeout, a reset, a bad answer
+        fail("%s: %r" % (a.scenario, e))
     PROC.send_signal(signal.SIGTERM)
     try:
         rc = PROC.wait(timeout=DEADLINE)
