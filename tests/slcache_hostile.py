@@ -11,6 +11,11 @@ Scenarios (each fails unless every check holds):
   --check-mb, a new client is served, STAT usage is within limit_maxbytes,
   and after more sets the quiet tenant still has every item and nothing was
   evicted; then each flooder reads its whole answer, byte for byte.
+- contended (with --stall-timeout 2): 10 connections each send a 100-key
+  multiget of a 1 MB value and do not read, more than the connection
+  memory holds; once it is spent, a new client's get of that value is
+  answered in full (the connections that hold memory without moving are
+  closed for it), and the same checks hold.
 - partial: a quiet tenant stores 400 items; 4000 connections each send 24
   bytes of a get line and go silent.  Once the server has read them all,
   the same checks (a new client served, memory, usage, the quiet tenant
@@ -218,6 +223,33 @@ def multiget(port, check_mb):
     c.close()
 
 
+def contended(port, check_mb):
+    c = Client(port)
+    store_quiet(c)
+    big = b"b" * 1000000
+    c.set(b"atk:a", big)
+    flood = []
+    for _ in range(10):
+        s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"get" + b" atk:a" * 100 + b"\r\n")
+        flood.append(s)
+
+    def spent():
+        st = c.stats()
+        return int(st["conn_bytes"]) + 1000100 > int(st["conn_memory"]) or \
+            int(st["conn_stalled_closed"]) > 0
+    wait_for("the multigets to spend the connection memory", spent)
+    if c.get(b"atk:a") != big:
+        fail("a get while the connection memory is spent: not the value")
+    print("slcache_hostile: contended: a get served; %s connections closed as stalled"
+          % c.stats()["conn_stalled_closed"])
+    check_held(port, check_mb, "10 connections spend the connection memory")
+    for s in flood:
+        s.close()
+    c.close()
+
+
 def partial(port, check_mb, conns):
     c = Client(port)
     store_quiet(c)
@@ -349,7 +381,8 @@ def halfclose(port):
 def main():
     global LOG
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["multiget", "partial", "metrics", "prefixes", "halfclose"])
+    ap.add_argument("scenario", choices=["multiget", "contended", "partial", "metrics", "prefixes",
+                                         "halfclose"])
     ap.add_argument("--check-mb", type=int, default=0)
     ap.add_argument("--conns", type=int, default=4000)
     ap.add_argument("cmd", nargs="+")
@@ -374,13 +407,15 @@ def main():
             metrics(port, a.check_mb)
         elif a.scenario == "prefixes":
             prefixes(port, a.check_mb)
+        elif a.scenario == "contended":
+            contended(port, a.check_mb)
         elif a.scenario == "multiget":
             multiget(port, a.check_mb)
         elif a.scenario == "partial":
             partial(port, a.check_mb, a.conns)
         else:
             halfclose(port)
-    except (OSError, ValueError, IndexError) as e:  # a timeout, a reset, a bad answer
+    except (OSError, ValueError, LookupError) as e:  # a timeout, a reset, a bad answer
         fail("%s: %r" % (a.scenario, e))
     PROC.send_signal(signal.SIGTERM)
     try:
