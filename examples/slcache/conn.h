@@ -37,8 +37,13 @@ struct wstats {
 
 enum cstate { CS_CMD, CS_DATA, CS_SWALLOW, CS_CLOSE };
 
-/* A worker's scratch read buffer, lent to the connection it serves. */
+/* A worker's scratch buffers, lent to the connection it serves. */
 #define RBUF_MIN (16 * 1024)
+#define WBUF_MIN 4096
+struct scratch {
+	char r[RBUF_MIN];
+	char w[WBUF_MIN];
+};
 /* Unsent output past which a connection runs no further request, nor the
  * next key of a multiget: with one value, what a client that does not read
  * can make the server hold. */
@@ -68,6 +73,7 @@ struct conn {
 	int fd;
 	struct worker *w;
 	struct wstats *st;
+	struct scratch *scratch; /* its worker's */
 	struct conn *prev, *next;
 	char *rbuf;
 	size_t rcap, rstart, rend;
@@ -90,7 +96,19 @@ struct conn {
 	struct pending p;
 };
 
-/* ---- net.c: the output buffer ---- */
+/* ---- connbuf.c: the buffers ---- */
+
+/** Makes room to read (a pending value whole, else RBUF_MIN); false, to
+ * close the connection, when a command line cannot be kept.  A value that
+ * does not fit is refused (proto_refuse_value()). */
+bool conn_rbuf_room(struct conn *c);
+/** Lends the worker's scratch write buffer when the connection has none. */
+void conn_wbuf_borrow(struct conn *c);
+/** At the end of an event: scratch buffers go back; with @keep, what is in
+ * flight moves to buffers of the connection's own.  False when the pool
+ * has no room for it. */
+bool conn_settle(struct conn *c, bool keep);
+void conn_buf_free(char **buf, size_t *bcap);
 
 /** Room for @n more bytes at c->wbuf + c->wend; false (and the connection
  * is closed after its output) when memory runs out. */
