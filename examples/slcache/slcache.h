@@ -11,7 +11,10 @@
  *   storage.c   memcached's item semantics over examples/lru_cache
  *   protocol.c  the text protocol: classic commands and stats
  *   meta.c      the meta commands (mg, ms, md, ma, mn, me)
- *   net.c       sockets, worker threads, connection buffers
+ *   net.c       sockets, worker threads, events
+ *   connbuf.c   a connection's buffers and the answers written into them
+ *   connmem.c   the memory reserved within -m for what clients hold
+ *   metrics.c   --metrics-port: the tree's OpenMetrics text over HTTP
  */
 #ifndef SLCACHE_H
 #define SLCACHE_H
@@ -39,7 +42,7 @@ struct options {
 	const char *addr;
 	const char *port;
 	const char *metrics_port; /* --metrics-port: NULL, off */
-	uint64_t conn_memory;     /* --conn-memory: max of the connections group */
+	uint64_t conn_memory;     /* --conn-memory: reserved within -m for clients */
 	unsigned stall_timeout;   /* --stall-timeout: seconds; 0, never           */
 	uint64_t max_bytes;
 	enum sl_policy policy;
