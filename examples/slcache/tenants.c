@@ -14,7 +14,8 @@
  *    lru_cache takes items from malloc() and sl_charge()s each one.  An
  *    arena's own metadata (about 100 KiB) is no item's: the tenant's group
  *    is charged ARENA_OVERHEAD for it when the tenant is created, so that
- *    key prefixes cannot grow the process outside -m (issue 27).
+ *    key prefixes cannot grow the process outside -m (issue 27).  With
+ *    --lease-store the charge goes to the root instead (overhead_group()).
  *  - Reclaim: when a charge would pass a max, softlimit picks the tenants
  *    that give memory back, by the policy and their soft limits, and calls
  *    their reclaim: lru_tenant_evict() (through the arena's evict with the
@@ -225,6 +226,15 @@ static struct lru_tenant *slot_lookup(const char *name, size_t len, size_t *slot
 	return t;
 }
 
+/* Where a tenant's arena overhead is charged: its group, so that its max
+ * counts its arena too; but with --lease-store the root, since a group that
+ * joins a budget must be emptied to join deferred (and a share of a budget
+ * moves between processes, a process's own arena does not). */
+static sl_group *overhead_group(struct lru_tenant *t)
+{
+	return opt.lease_store ? sl_tree_root(lru_cache_tree(tn.cache)) : lru_tenant_group(t);
+}
+
 /* Creates and publishes a tenant; caller holds tn.lock and checked that it
  * does not exist and that there is room. */
 static int tenant_create(const char *name, size_t len, const struct sl_limits *lim,
@@ -243,7 +253,7 @@ static int tenant_create(const char *name, size_t len, const struct sl_limits *l
 		return err;
 	if (tn.be == BE_JEMALLOC) {
 		/* May reclaim: tn.lock is no tenant's lock, and no reclaim takes it. */
-		err = sl_charge(lru_tenant_group(t), ARENA_OVERHEAD, 0);
+		err = sl_charge(overhead_group(t), ARENA_OVERHEAD, 0);
 		if (err) {
 			lru_tenant_destroy(t);
 			return err;
@@ -344,7 +354,7 @@ static void overhead_release(void)
 	unsigned i, n = atomic_load_explicit(&tn.nr_tenants, memory_order_acquire);
 
 	for (i = 0; tn.be == BE_JEMALLOC && i < n; i++)
-		sl_uncharge(lru_tenant_group(tn.tenants[i]), ARENA_OVERHEAD);
+		sl_uncharge(overhead_group(tn.tenants[i]), ARENA_OVERHEAD);
 }
 
 static int cache_create(enum backend be)
