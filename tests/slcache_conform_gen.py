@@ -221,6 +221,37 @@ case("ms b k c O", "ms Zm9vYg== 1 b k O1\\r\\nx\\r\\nmg foob k s\\r\\n")
 case("me flags and size", "ms me1 5 F3\\r\\nhello\\r\\nme me1\\r\\nme me1 x y\\r\\n")
 case("me big item class", "set me2 0 0 5000\\r\\n\\{5000*v}\\r\\nme me2\\r\\n")
 
+session("admin")
+# Commands for machinery slcache does not have: checked, and answered, as
+# memcached does.  One crawl only: memcached answers BUSY while it runs (and
+# stops and starts its crawler thread in the background: no disable here).
+case("lru_crawler crawl all", "lru_crawler crawl all\\r\\n")
+case("lru_crawler bad classes", "lru_crawler crawl 0\\r\\nlru_crawler crawl 64\\r\\n"
+     "lru_crawler crawl x\\r\\nlru_crawler crawl 1,x\\r\\nlru_crawler crawl -1\\r\\n")
+case("lru_crawler settings", "lru_crawler tocrawl 5\\r\\nlru_crawler tocrawl x\\r\\n"
+     "lru_crawler sleep 1000001\\r\\nlru_crawler sleep 10\\r\\nlru_crawler x\\r\\n"
+     "lru_crawler\\r\\nlru_crawler crawl\\r\\nlru_crawler enable\\r\\n")
+case("lru", "lru mode flat\\r\\nlru mode segmented\\r\\nlru mode x\\r\\nlru mode\\r\\n"
+     "lru tune 10 25 0.1 2\\r\\nlru tune 60 25 0.1 2\\r\\nlru tune 10 25 0 2\\r\\n"
+     "lru tune 10 25 x 2\\r\\nlru tune 1 2 3\\r\\nlru temp_ttl 5\\r\\nlru temp_ttl x\\r\\n"
+     "lru x\\r\\nlru mode flat noreply\\r\\nlru\\r\\n")
+case("refresh_certs stats extstore bget", setv("bg", "x"),
+     "refresh_certs\\r\\nstats extstore\\r\\nbget bg nope\\r\\nbget\\r\\n")
+case("slabs reassign", "slabs reassign 1 1\\r\\nslabs reassign 0 2\\r\\nslabs reassign -1 2\\r\\n"
+     "slabs reassign 1 64\\r\\nslabs reassign x 2\\r\\nslabs reassign 1 2 3\\r\\n")
+
+session("flag errors")
+# The text of the last bad flag wins, in the client's order; a bad F keeps
+# the text before it; base64 keys decode as memcached's lenient decoder.
+for line in ["mg k RE FS P", "mg k FS DI", "mg k DI FS", "mg k FS", "mg k Tx Jx", "mg k Jx Tx",
+             "mg k Dx b", "mg !!!! b Dx", "mg k Mxx Cx", "mg t3:k3 k RI L I b", "ma k Dx", "md k Cx",
+             "mg ab=c b v", "mg a=== b", "mg ==== b", "mg Zg== b k", "mg Zg==Zm9v b k",
+             "mg Z!g=!= b k", "md Z!m9v b k", "ma Zm9v!! b k O2"]:
+    case("flag errors " + line, line + "\\r\\n")
+case("md ma opaque too long", "md k f I c O" + "x" * 36 + " J1\\t k\\r\\nma nope O" + "1" * 33 + "\\r\\nmd k Ox Cx\\r\\n")
+case("ms lenient base64", "ms Z:m:9:v 1 b k\\r\\nx\\r\\nmg Z:m:9:v b k v\\r\\nmg foo k\\r\\n")
+case("ms flag errors swallow", "ms k 1 Rxxx b DS CE\\r\\nx\\r\\nms k 1 FS Tx\\r\\nx\\r\\nms k 1 Tx FS\\r\\nx\\r\\n")
+
 session("item size")
 # -I (1 MiB) limits memcached's whole item: header, cas, key, flags, value.
 for n, fl, key in [(1048516, 0, "k"), (1048517, 0, "k"), (1048512, 5, "k"), (1048513, 5, "k"),

@@ -35,6 +35,16 @@ void proto_swallow(struct conn *c, uint64_t n, const char *answer);
 /* A reply line ("\r\n" added), unless the command said noreply. */
 void reply(struct conn *c, const char *s);
 
+/* The last token is "noreply": the command answers nothing, errors included. */
+void noreply_maybe(struct conn *c, struct tok *tk, size_t nt);
+
+/* memcached's slab class ids are below this (stats cachedump, slabs, lru_crawler). */
+#define SLAB_CLASSES_MAX 64
+
+/* admin.c: verbosity, cache_memlimit, slabs, lru, lru_crawler, shutdown,
+ * refresh_certs, watch; false when tk[0] is none of them. */
+bool admin_command(struct conn *c, struct tok *tk, size_t nt);
+
 /* Data block of a storage command complete (classic or ms). */
 void meta_complete_set(struct conn *c, const char *data);
 

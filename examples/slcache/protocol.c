@@ -33,9 +33,6 @@
 
 #define LINE_SHORT_MAX 2048             /* a command line that is not a get  */
 #define GETLINE_MAX (1024 * 1024)       /* a get line: 4000 keys of 250 bytes */
-#define MEMLIMIT_MIN_MB 8               /* memcached's smallest cache_memlimit */
-#define MEMLIMIT_MAX_MB 1000000000u     /* more is taken for a count of bytes  */
-#define SLAB_CLASSES_MAX 64             /* memcached's, for stats cachedump's id */
 
 #define NS(field) atomic_load_explicit(&ns.sum.field, memory_order_relaxed)
 
@@ -174,8 +171,7 @@ void reply(struct conn *c, const char *s)
 	}
 }
 
-/* The last token is "noreply": the command answers nothing, errors included. */
-static void noreply_maybe(struct conn *c, struct tok *tk, size_t nt)
+void noreply_maybe(struct conn *c, struct tok *tk, size_t nt)
 {
 	c->noreply = nt > 1 && tok_is(&tk[nt - 1], "noreply");
 }
@@ -549,53 +545,6 @@ static void cmd_flush(struct conn *c, struct tok *tk, size_t nt)
 	reply(c, "OK");
 }
 
-static void cmd_verbosity(struct conn *c, struct tok *tk, size_t nt)
-{
-	uint32_t level;
-
-	if (nt < 2 || nt > 3) {
-		ob_str(c, "ERROR\r\n");
-		return;
-	}
-	noreply_maybe(c, tk, nt);
-	if (!tok_u32(&tk[1], &level)) {
-		reply(c, "CLIENT_ERROR bad command line format");
-		return;
-	}
-	atomic_store_explicit(&opt.verbose, level > 2 ? 2 : (int)level, memory_order_relaxed);
-	reply(c, "OK");
-}
-
-/* cache_memlimit MEGABYTES: the whole budget, live (tenants_set_budget()). */
-static void cmd_memlimit(struct conn *c, struct tok *tk, size_t nt)
-{
-	uint32_t mb;
-
-	if (nt < 2 || nt > 3) {
-		ob_str(c, "ERROR\r\n");
-		return;
-	}
-	noreply_maybe(c, tk, nt);
-	if (!tok_u32(&tk[1], &mb)) {
-		reply(c, "ERROR");
-		return;
-	}
-	if (mb < MEMLIMIT_MIN_MB) {
-		reply(c, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
-		return;
-	}
-	if (mb > MEMLIMIT_MAX_MB) {
-		reply(c, "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes");
-		return;
-	}
-	if (tenants_set_budget((uint64_t)mb << 20) != 0) {
-		reply(c, "MEMLIMIT_ADJUST_FAILED out of memory or memory too fragmented");
-		return;
-	}
-	logv("maxbytes adjusted to %" PRIu32 "m", mb);
-	reply(c, "OK");
-}
-
 /* ---- stats ---- */
 
 static void stat_u64(struct conn *c, const char *name, uint64_t v)
@@ -743,6 +692,8 @@ static void cmd_stats(struct conn *c, struct tok *tk, size_t nt)
 		tenants_totals(&tot);
 		stat_u64(c, "active_slabs", 0);
 		stat_u64(c, "total_malloced", tot.usage);
+	} else if (tok_is(&tk[1], "extstore")) {
+		/* no external storage: nothing to report */
 	} else if (tok_is(&tk[1], "sizes")) {
 		ob_str(c, "STAT sizes_status disabled\r\n");
 	} else if (tok_is(&tk[1], "conns")) {
@@ -792,42 +743,6 @@ static bool starts(const char *line, size_t len, const char *word)
 	return len > n && memcmp(line, word, n) == 0 && line[n] == ' ';
 }
 
-/* slabs automove N|ratio X: slcache has no slab classes to move; the
- * setting is checked as memcached checks it, and changes nothing. */
-static void cmd_slabs(struct conn *c, struct tok *tk, size_t nt)
-{
-	uint32_t level;
-	int64_t src, dst;
-
-	if (nt == 4 && tok_is(&tk[1], "reassign")) {
-		/* No class ever has a spare page to give. */
-		if (!tok_i32(&tk[2], &src) || !tok_i32(&tk[3], &dst))
-			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
-		else if (src == dst)
-			ob_str(c, "SAME src and dst class are identical\r\n");
-		else if (src < -1 || src == 0 || src >= SLAB_CLASSES_MAX || dst < 1 ||
-			 dst >= SLAB_CLASSES_MAX)
-			ob_str(c, "BADCLASS invalid src or dst class id\r\n");
-		else
-			ob_str(c, "NOSPARE source class has no spare pages\r\n");
-		return;
-	}
-	if (nt < 3 || !tok_is(&tk[1], "automove")) {
-		ob_str(c, "ERROR\r\n");
-		return;
-	}
-	noreply_maybe(c, tk, nt);
-	if (tok_is(&tk[2], "ratio")) {
-		reply(c, nt < 4 ? "ERROR" : "OK");
-		return;
-	}
-	if (!tok_u32(&tk[2], &level)) {
-		reply(c, "CLIENT_ERROR bad command line format");
-		return;
-	}
-	reply(c, level <= 2 ? "OK" : "ERROR");
-}
-
 /* A command word memcached does not know: a line whose last token is an
  * "HTTP/..." one is a web client's, closed without an answer. */
 static void cmd_unknown(struct conn *c, struct tok *tk, size_t nt)
@@ -869,6 +784,8 @@ static bool process_line(struct conn *c, char *line, size_t len)
 	}
 	if (starts(line, len, "get") || starts(line, len, "gets"))
 		return cmd_get(c, line, len, line[3] == 's', false);
+	if (starts(line, len, "bget")) /* memcached's ancient alias of get */
+		return cmd_get(c, line, len, false, false);
 	if (starts(line, len, "gat") || starts(line, len, "gats"))
 		return cmd_get(c, line, len, line[3] == 's', true);
 	nt = tokenize(line, len, tk, MAX_TOKENS);
@@ -903,27 +820,16 @@ static bool process_line(struct conn *c, char *line, size_t len)
 		ob_str(c, "ERROR\r\n"); /* no key, or no exptime; or no such command */
 	else if (tok_is(&tk[0], "stats"))
 		cmd_stats(c, tk, nt);
-	else if (tok_is(&tk[0], "slabs"))
-		cmd_slabs(c, tk, nt);
 	else if (tok_is(&tk[0], "flush_all"))
 		cmd_flush(c, tk, nt);
 	else if (tok_is(&tk[0], "version")) /* as memcached 1.6: arguments are ignored */
 		ob_str(c, "VERSION " SLCACHE_PROTO_VERSION "\r\n");
-	else if (tok_is(&tk[0], "verbosity"))
-		cmd_verbosity(c, tk, nt);
-	else if (tok_is(&tk[0], "cache_memlimit"))
-		cmd_memlimit(c, tk, nt);
 	else if (tok_is(&tk[0], "quit")) {
 		c->close_after = true;
 		c->state = CS_CLOSE;
-	} else if (tok_is(&tk[0], "shutdown"))
-		ob_str(c, "ERROR: shutdown not enabled\r\n");
-	else if (tok_is(&tk[0], "watch")) {
-		/* A log stream with nothing to log: memcached's connection reads
-		 * no more commands either. */
-		ob_str(c, "OK\r\n");
-		c->state = CS_CLOSE;
-	} else if (tk[0].s[0] == 's' || tk[0].s[0] == 'a' || tk[0].s[0] == 'c' ||
+	} else if (admin_command(c, tk, nt))
+		; /* verbosity, cache_memlimit, slabs, lru, lru_crawler, ... */
+	else if (tk[0].s[0] == 's' || tk[0].s[0] == 'a' || tk[0].s[0] == 'c' ||
 		   tk[0].s[0] == 'i' || tk[0].s[0] == 'd' || tk[0].s[0] == 't')
 		ob_str(c, "ERROR\r\n"); /* memcached's families answer before the HTTP check */
 	else

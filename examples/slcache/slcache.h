@@ -10,7 +10,9 @@
  *   lease.c     --lease-store: tenants' budgets shared with other processes
  *   storage.c   memcached's item semantics over examples/lru_cache
  *   protocol.c  the text protocol: classic commands and stats
+ *   admin.c     verbosity, cache_memlimit, and memcached's tuning commands
  *   meta.c      the meta commands (mg, ms, md, ma, mn, me)
+ *   metaflags.c their keys and flags, read as memcached reads them
  *   net.c       sockets, worker threads, events
  *   connbuf.c   a connection's buffers and the answers written into them
  *   connmem.c   the memory reserved within -m for what clients hold
