@@ -221,6 +221,23 @@ def multiget(port, check_mb):
         if got != want + b"MN\r\n":
             fail("a multiget's answer: %d bytes, %d wanted" % (len(got), len(want) + 4))
         s.close()
+    # A line that streams (leading spaces, as memcached's tokenizer skips
+    # them) goes on from the right key; one whose last key is too long
+    # answers the error alone, though its answer would have streamed.
+    s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.sendall(b"  " + line[:-2] + b" " + b"k" * 251 + b"\r\n" + b"  " + line + b"mn\r\n")
+    want = b"CLIENT_ERROR bad command line format\r\n" + want + b"MN\r\n"
+    got, t0 = bytearray(), time.monotonic()
+    while len(got) < len(want) and time.monotonic() - t0 < DEADLINE:
+        part = s.recv(1 << 20)
+        if not part:
+            break
+        got += part
+    if got != want:
+        fail("a streamed multiget after a bad one: %d bytes, %d wanted; begins %r"
+             % (len(got), len(want), bytes(got[:60])))
+    s.close()
     c.close()
 
 
