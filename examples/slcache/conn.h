@@ -37,6 +37,18 @@ struct wstats {
 
 enum cstate { CS_CMD, CS_DATA, CS_SWALLOW, CS_CLOSE };
 
+/* A worker's scratch buffers, lent to the connection it serves. */
+#define RBUF_MIN (16 * 1024)
+#define WBUF_MIN 4096
+struct scratch {
+	char r[RBUF_MIN];
+	char w[WBUF_MIN];
+};
+/* Unsent output past which a connection runs no further request, nor the
+ * next key of a multiget: with one value, what a client that does not read
+ * can make the server hold. */
+#define WBUF_HIGH (256 * 1024)
+
 /* A storage command (classic or ms) waiting for its data block. */
 struct pending {
 	enum store_mode mode;
@@ -61,6 +73,7 @@ struct conn {
 	int fd;
 	struct worker *w;
 	struct wstats *st;
+	struct scratch *scratch; /* its worker's */
 	struct conn *prev, *next;
 	char *rbuf;
 	size_t rcap, rstart, rend;
@@ -75,14 +88,35 @@ struct conn {
 	int64_t last_rx;  /* monotonic second of the last byte read */
 	bool rborrowed;   /* rbuf is the worker's scratch, for this event only */
 	bool wborrowed;   /* wbuf likewise                                       */
+	bool rd_eof;      /* the client shut down its side: answer, then close   */
+	bool memwait;     /* a multiget waits for room in the connection pool    */
+	int64_t last_tx;  /* monotonic second output last moved (or was empty)   */
+	size_t get_at;    /* a multiget paused: offset of its next key; 0, none  */
+	bool get_nomem;   /* ... because the pool had no room for that value     */
+	int64_t get_exptime; /* and its exptime (gat, gats)                      */
 	struct pending p;
 };
 
-/* ---- net.c: the output buffer ---- */
+/* ---- connbuf.c: the buffers ---- */
+
+/** Makes room to read (a pending value whole, else RBUF_MIN); false, to
+ * close the connection, when a command line cannot be kept.  A value that
+ * does not fit is refused (proto_refuse_value()). */
+bool conn_rbuf_room(struct conn *c);
+/** Lends the worker's scratch write buffer when the connection has none. */
+void conn_wbuf_borrow(struct conn *c);
+/** At the end of an event: scratch buffers go back; with @keep, what is in
+ * flight moves to buffers of the connection's own.  False when the pool
+ * has no room for it. */
+bool conn_settle(struct conn *c, bool keep);
+void conn_buf_free(char **buf, size_t *bcap);
 
 /** Room for @n more bytes at c->wbuf + c->wend; false (and the connection
  * is closed after its output) when memory runs out. */
 bool ob_reserve(struct conn *c, size_t n);
+/** The same, but false leaves the connection as it was (a multiget then
+ * waits for room: its answer is produced as the socket drains). */
+bool ob_try_reserve(struct conn *c, size_t n);
 void ob_put(struct conn *c, const void *p, size_t n);
 void ob_str(struct conn *c, const char *s);
 void ob_printf(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

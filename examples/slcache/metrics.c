@@ -4,15 +4,21 @@
  * tree (sl_group_dump(SL_DUMP_OPENMETRICS) on the root) over HTTP/1.0, for
  * Prometheus to scrape as it scrapes a memcached exporter.
  *
- * One small thread serves one scrape at a time: a scrape is rare (seconds
- * apart) and short, so it needs neither the workers' event loops nor
- * their buffers, and a slow scraper never delays a cache client.  Each
- * connection answers one request and is closed; a client that sends
- * nothing for IO_TIMEOUT_S is dropped, so one cannot hold the thread.
+ * One small thread serves every scrape connection at once from a poll()
+ * loop, so a slow client (one that sends a byte a second, or never reads
+ * its answer) delays no scrape and no cache client.  Each connection
+ * answers one request and is closed.  What slow clients can hold is
+ * bounded: at most CLIENTS_MAX connections (a new one pushes out the
+ * oldest), REQ_MAX bytes of request each, answers of at most ANSWERS_MAX
+ * bytes in all (a new answer pushes out the oldest unread one), and a
+ * connection that does not finish its request within HEAD_DEADLINE_MS,
+ * or leaves its answer untouched for IDLE_DEADLINE_MS, is dropped.
  */
 #define _GNU_SOURCE
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,7 +26,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <softlimit/softlimit.h>
@@ -30,8 +36,12 @@
 #include "net.h"
 #include "slcache.h"
 
-#define REQ_MAX 4096    /* request line and headers: a scraper sends ~200 bytes */
-#define IO_TIMEOUT_S 2  /* per read or write of one scrape connection          */
+#define REQ_MAX 4096              /* request line and headers: a scraper sends ~200 bytes */
+#define CLIENTS_MAX 128           /* connections at once                                  */
+#define ANSWERS_MAX (4u << 20)    /* answer bytes held for clients that read slowly       */
+#define HEAD_DEADLINE_MS 10000    /* to send the whole request head                       */
+#define IDLE_DEADLINE_MS 10000    /* to take some of the answer, or to close after it     */
+#define DRAIN_MAX (256 * 1024)    /* what is read and dropped after the answer            */
 
 #define CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
@@ -42,32 +52,103 @@ static struct {
 	sl_group *(*scope)(void);
 } ms = { .lfd = -1, .stopfd = -1 };
 
-static bool send_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+/* One scrape connection: reading its request, then sending its answer,
+ * then reading what the client still sends until it closes: closing with
+ * unread input would reset the connection, and a reset may discard the
+ * answer before the client reads it. */
+enum mstate { M_HEAD, M_SEND, M_DRAIN };
 
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return false;
-		p += k;
-		n -= (size_t)k;
-	}
-	return true;
+struct mclient {
+	int fd;
+	enum mstate state;
+	int64_t since;   /* ms: accepted, or the answer last moved */
+	size_t len;      /* request bytes (M_HEAD), or bytes drained (M_DRAIN) */
+	char req[REQ_MAX + 1];
+	char *out;       /* the whole answer, head and body */
+	size_t olen, ooff;
+};
+
+static struct mclient *clients[CLIENTS_MAX];
+static unsigned nclients;
+static size_t answers_held;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void send_status(int fd, const char *status, const char *extra)
+static void client_drop(unsigned i)
 {
-	char buf[256];
+	struct mclient *m = clients[i];
+
+	close(m->fd);
+	answers_held -= m->olen;
+	free(m->out);
+	free(m);
+	clients[i] = clients[--nclients];
+}
+
+/* The oldest connection (in @state, or any when @state < 0): the one a
+ * newcomer pushes out. */
+static int client_oldest(int state)
+{
+	int best = -1;
+
+	for (unsigned i = 0; i < nclients; i++)
+		if ((state < 0 || clients[i]->state == (enum mstate)state) &&
+		    (best < 0 || clients[i]->since < clients[best]->since))
+			best = (int)i;
+	return best;
+}
+
+/* The answer: @status, @extra headers and a body (a short text of the
+ * status when @body is NULL).  It stays with the client until sent. */
+static void answer(struct mclient *m, const char *status, const char *extra,
+		   const char *ctype, const char *body, size_t blen)
+{
+	char head[512], text[64];
 	int n;
 
-	n = snprintf(buf, sizeof(buf),
-		     "HTTP/1.0 %s\r\nContent-Type: text/plain; charset=utf-8\r\n%s"
-		     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
-		     status, extra, strlen(status) + 1, status);
-	if (n > 0 && (size_t)n < sizeof(buf))
-		send_all(fd, buf, (size_t)n);
+	if (!body) {
+		blen = (size_t)snprintf(text, sizeof(text), "%s\n", status);
+		body = text;
+	}
+	n = snprintf(head, sizeof(head),
+		     "HTTP/1.0 %s\r\nContent-Type: %s\r\n%sContent-Length: %zu\r\n"
+		     "Connection: close\r\n\r\n", status, ctype, extra, blen);
+	m->state = M_SEND;
+	m->since = now_ms();
+	if (n <= 0 || (size_t)n >= sizeof(head))
+		return;
+	/* Room first: the answers of the slowest readers go (their
+	 * connections are closed on their next turn in the loop). */
+	while (answers_held + (size_t)n + blen > ANSWERS_MAX) {
+		int old = client_oldest(M_SEND);
+
+		if (old < 0 || clients[old] == m)
+			break;
+		answers_held -= clients[old]->olen;
+		free(clients[old]->out);
+		clients[old]->out = NULL;
+		clients[old]->olen = clients[old]->ooff = 0;
+		clients[old]->state = M_DRAIN;
+		clients[old]->since = INT64_MIN / 2;
+	}
+	m->out = malloc((size_t)n + blen);
+	if (!m->out)
+		return;
+	memcpy(m->out, head, (size_t)n);
+	memcpy(m->out + n, body, blen);
+	m->olen = (size_t)n + blen;
+	answers_held += m->olen;
+}
+
+static void answer_status(struct mclient *m, const char *status, const char *extra)
+{
+	answer(m, status, extra, "text/plain; charset=utf-8", NULL, 0);
 }
 
 /* The dump of the tree, in a buffer that grows to fit; NULL when memory
@@ -101,43 +182,12 @@ static char *dump(size_t *len)
 	return NULL;
 }
 
-/* Reads the request head (up to the blank line); its length, or 0 when the
- * client went away, timed out or sent more than REQ_MAX. */
-static size_t read_head(int fd, char *req, size_t cap)
+/* A whole request head is in m->req: answer it. */
+static void serve(struct mclient *m)
 {
-	size_t len = 0;
+	char *req = m->req, *sp1, *sp2, *eol, *body;
+	size_t blen = 0;
 
-	while (len + 1 < cap) {
-		ssize_t k = recv(fd, req + len, cap - 1 - len, 0);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return 0;
-		len += (size_t)k;
-		req[len] = '\0';
-		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-			return len;
-	}
-	return 0;
-}
-
-static void serve(int fd)
-{
-	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
-	char req[REQ_MAX + 1], *sp1, *sp2, *eol;
-	char head[256];
-	size_t len, blen = 0;
-	char *body;
-	int n;
-
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	len = read_head(fd, req, sizeof(req));
-	if (len == 0) {
-		send_status(fd, "400 Bad Request", "");
-		return;
-	}
 	/* "METHOD SP TARGET SP HTTP/1.x" */
 	eol = strpbrk(req, "\r\n");
 	*eol = '\0';
@@ -145,18 +195,18 @@ static void serve(int fd)
 	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
 	if (!sp1 || !sp2 || sp2 == sp1 + 1 || strchr(sp2 + 1, ' ') ||
 	    strncmp(sp2 + 1, "HTTP/1.", 7) != 0 || sp2[8] < '0' || sp2[8] > '9' || sp2[9]) {
-		send_status(fd, "400 Bad Request", "");
+		answer_status(m, "400 Bad Request", "");
 		return;
 	}
 	*sp1 = *sp2 = '\0';
 	if (strcmp(req, "GET") != 0) {
-		send_status(fd, "405 Method Not Allowed", "Allow: GET\r\n");
+		answer_status(m, "405 Method Not Allowed", "Allow: GET\r\n");
 		return;
 	}
 	/* The path, with any query string (Prometheus may add one) ignored. */
 	sp1[1 + strcspn(sp1 + 1, "?")] = '\0';
 	if (strcmp(sp1 + 1, "/metrics") != 0) {
-		send_status(fd, "404 Not Found", "");
+		answer_status(m, "404 Not Found", "");
 		return;
 	}
 	body = dump(&blen);
@@ -165,56 +215,131 @@ static void serve(int fd)
 		body = NULL;
 	}
 	if (!body) {
-		send_status(fd, "500 Internal Server Error", "");
+		answer_status(m, "500 Internal Server Error", "");
 		return;
 	}
-	n = snprintf(head, sizeof(head),
-		     "HTTP/1.0 200 OK\r\nContent-Type: " CONTENT_TYPE "\r\n"
-		     "Content-Length: %zu\r\nConnection: close\r\n\r\n", blen);
-	if (n > 0 && (size_t)n < sizeof(head) && send_all(fd, head, (size_t)n))
-		send_all(fd, body, blen);
+	answer(m, "200 OK", "", CONTENT_TYPE, body, blen);
 	free(body);
 }
 
-/* Reads what the client still sends (a refused request's rest), briefly:
- * closing with unread input would reset the connection, and a reset may
- * discard the answer before the client reads it. */
-static void drain(int fd)
+/* Reads what the client sent; false when the connection is done with. */
+static bool client_read(struct mclient *m)
 {
-	struct timeval tv = { .tv_usec = 200 * 1000 };
 	char buf[4096];
-	size_t total = 0;
 	ssize_t k;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	while (total < 256 * 1024 && (k = recv(fd, buf, sizeof(buf), 0)) > 0)
-		total += (size_t)k;
+	if (m->state == M_DRAIN) {
+		k = recv(m->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (k > 0)
+			m->len += (size_t)k;
+		return !(k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) || m->len > DRAIN_MAX);
+	}
+	k = recv(m->fd, m->req + m->len, REQ_MAX - m->len, MSG_DONTWAIT);
+	if (k < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
+	if (k <= 0) { /* the client went away, or shut its side before the end */
+		answer_status(m, "400 Bad Request", "");
+		return true;
+	}
+	m->len += (size_t)k;
+	m->req[m->len] = '\0';
+	if (strstr(m->req, "\r\n\r\n") || strstr(m->req, "\n\n"))
+		serve(m);
+	else if (m->len == REQ_MAX)
+		answer_status(m, "400 Bad Request", "");
+	return true;
+}
+
+/* Sends what it can of the answer; false when the connection is done with. */
+static bool client_send(struct mclient *m)
+{
+	while (m->ooff < m->olen) {
+		ssize_t k = send(m->fd, m->out + m->ooff, m->olen - m->ooff,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return true;
+		if (k <= 0)
+			return false;
+		m->ooff += (size_t)k;
+		m->since = now_ms();
+	}
+	/* The answer ends here (HTTP/1.0); what the client still sends is drained. */
+	shutdown(m->fd, SHUT_WR);
+	answers_held -= m->olen;
+	free(m->out);
+	m->out = NULL;
+	m->olen = m->ooff = m->len = 0;
+	m->state = M_DRAIN;
+	m->since = now_ms();
+	return true;
+}
+
+static void client_accept(void)
+{
+	struct mclient *m;
+	int fd = accept4(ms.lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	if (nclients == CLIENTS_MAX)
+		client_drop((unsigned)client_oldest(-1));
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		close(fd);
+		return;
+	}
+	m->fd = fd;
+	m->since = now_ms();
+	clients[nclients++] = m;
 }
 
 static void *metrics_main(void *arg)
 {
-	struct pollfd pf[2] = { { .fd = ms.lfd, .events = POLLIN },
-				{ .fd = ms.stopfd, .events = POLLIN } };
+	struct pollfd pf[CLIENTS_MAX + 2];
 
 	(void)arg;
 	for (;;) {
-		int fd;
+		unsigned n = nclients, i;
+		int64_t now;
 
-		if (poll(pf, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		pf[0] = (struct pollfd){ .fd = ms.lfd, .events = POLLIN };
+		pf[1] = (struct pollfd){ .fd = ms.stopfd, .events = POLLIN };
+		for (i = 0; i < n; i++)
+			pf[i + 2] = (struct pollfd){ .fd = clients[i]->fd,
+						     .events = clients[i]->state == M_SEND ? POLLOUT
+											 : POLLIN };
+		if (poll(pf, n + 2, 1000) < 0 && errno != EINTR)
 			break;
-		}
 		if (pf[1].revents)
 			break;
-		fd = accept4(ms.lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		serve(fd);
-		shutdown(fd, SHUT_WR); /* the answer ends here: HTTP/1.0 */
-		drain(fd);
-		close(fd);
+		/* Backwards: a dropped client is replaced by the last one. */
+		now = now_ms();
+		for (i = n; i-- > 0;) {
+			struct mclient *m = clients[i];
+			bool ok = true;
+
+			if (pf[i + 2].revents & (POLLIN | POLLHUP | POLLERR) && m->state != M_SEND)
+				ok = client_read(m);
+			if (ok && m->state == M_SEND)
+				ok = client_send(m);
+			if (ok && now - m->since > (m->state == M_HEAD ? HEAD_DEADLINE_MS
+								       : IDLE_DEADLINE_MS)) {
+				if (m->state == M_HEAD) /* too slow: told so, once, if it reads */
+					answer_status(m, "408 Request Timeout", "");
+				else
+					ok = false;
+			}
+			if (!ok)
+				client_drop(i);
+		}
+		if (pf[0].revents & POLLIN)
+			client_accept();
 	}
+	while (nclients)
+		client_drop(nclients - 1);
 	return NULL;
 }
 

@@ -16,7 +16,6 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +35,7 @@
 #include "slcache.h"
 #include "tenants.h"
 
-#define RBUF_MIN (16 * 1024)
-#define WBUF_HIGH (4 * 1024 * 1024)   /* stop reading while more is unsent     */
-#define WBUF_MIN 4096
-#define PAGE 4096
+#define MEMWAIT_POLL_MS 10  /* how often a waiting multiget looks for room     */
 
 struct worker {
 	pthread_t th;
@@ -50,9 +46,9 @@ struct worker {
 	int *queue;
 	size_t qlen, qcap;
 	struct conn *conns;
+	unsigned nwait; /* its connections waiting for room (conn->memwait) */
 	struct wstats st;
-	char rscratch[RBUF_MIN]; /* lent to the connection being served */
-	char wscratch[WBUF_MIN];
+	struct scratch scratch; /* lent to the connection being served */
 };
 
 static struct worker *workers;
@@ -74,44 +70,6 @@ void net_stats(struct net_stats *out)
 	}
 }
 
-/* ---- buffers, charged to the connections group (connmem.c) ----
- *
- * An idle connection holds no buffer.  While it is served, it reads into
- * and answers from its worker's scratch buffers (borrowed); only what is
- * left when the event is done (a partial request, a value being received,
- * output the socket did not take) moves to buffers of its own, charged to
- * the connections group.  So memory follows what clients have in flight,
- * not how many are connected.
- */
-
-/* Resizes *buf to @cap bytes, charging the difference first (@flags as
- * sl_charge's).  False, nothing changed, when the charge or the
- * allocation fails. */
-static bool buf_resize(char **buf, size_t *bcap, size_t cap, unsigned flags)
-{
-	size_t more = cap > *bcap ? cap - *bcap : 0;
-	char *nb;
-
-	if (!connmem_charge(more, flags))
-		return false;
-	nb = realloc(*buf, cap);
-	if (!nb) {
-		connmem_uncharge(more);
-		return false;
-	}
-	*buf = nb;
-	*bcap = cap;
-	return true;
-}
-
-static void buf_free(char **buf, size_t *bcap)
-{
-	free(*buf);
-	connmem_uncharge(*bcap);
-	*buf = NULL;
-	*bcap = 0;
-}
-
 static int64_t now_s(void)
 {
 	struct timespec ts;
@@ -120,82 +78,23 @@ static int64_t now_s(void)
 	return ts.tv_sec;
 }
 
-/* ---- the output buffer ---- */
-
-/* Output is charged without reclaim (answers are formatted under a
- * tenant's lock, where reclaiming could come back to that lock) and forced
- * when it does not fit: an answer is never cut.  What bounds it is
- * conn_event(): a connection with unsent output runs no further request
- * while the connections group is over its max. */
-#define OB_FLAGS (SL_NORECLAIM | SL_FORCE)
-
-bool ob_reserve(struct conn *c, size_t n)
-{
-	size_t cap;
-
-	if (c->wcap - c->wend >= n)
-		return true;
-	if (c->wstart > 0) {
-		memmove(c->wbuf, c->wbuf + c->wstart, c->wend - c->wstart);
-		c->wend -= c->wstart;
-		c->wstart = 0;
-		if (c->wcap - c->wend >= n)
-			return true;
-	}
-	for (cap = c->wcap ? c->wcap : WBUF_MIN; cap - c->wend < n; cap *= 2)
-		;
-	if (c->wborrowed) {
-		char *own = NULL;
-		size_t ocap = 0;
-
-		if (buf_resize(&own, &ocap, cap, OB_FLAGS)) {
-			memcpy(own, c->wbuf, c->wend);
-			c->wbuf = own;
-			c->wcap = ocap;
-			c->wborrowed = false;
-			return true;
-		}
-	} else if (buf_resize(&c->wbuf, &c->wcap, cap, OB_FLAGS)) {
-		return true;
-	}
-	logv("connection %d: no memory for the answer: closing", c->fd);
-	c->close_after = true;
-	return false;
-}
-
-void ob_put(struct conn *c, const void *p, size_t n)
-{
-	if (ob_reserve(c, n)) {
-		memcpy(c->wbuf + c->wend, p, n);
-		c->wend += n;
-	}
-}
-
-void ob_str(struct conn *c, const char *s)
-{
-	ob_put(c, s, strlen(s));
-}
-
-void ob_printf(struct conn *c, const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		ob_put(c, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-}
-
 /* ---- connections ---- */
+
+static void conn_memwait(struct conn *c, bool wait)
+{
+	if (c->memwait == wait)
+		return;
+	c->memwait = wait;
+	c->w->nwait += wait ? 1u : -1u;
+	connmem_wait(wait ? 1 : -1);
+}
 
 static void conn_close(struct conn *c)
 {
 	struct worker *w = c->w;
 
 	logv("connection %d closed", c->fd);
+	conn_memwait(c, false);
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	if (c->prev)
@@ -205,9 +104,9 @@ static void conn_close(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	if (!c->rborrowed)
-		buf_free(&c->rbuf, &c->rcap);
+		conn_buf_free(&c->rbuf, &c->rcap);
 	if (!c->wborrowed)
-		buf_free(&c->wbuf, &c->wcap);
+		conn_buf_free(&c->wbuf, &c->wcap);
 	free(c);
 	atomic_fetch_sub(&curr_conns, 1);
 }
@@ -230,6 +129,7 @@ static bool conn_flush(struct conn *c)
 
 		if (n > 0) {
 			c->wstart += (size_t)n;
+			c->last_tx = now_s();
 			STAT_ADD(c->st, bytes_written, (uint64_t)n);
 		} else if (n < 0 && errno == EINTR) {
 			continue;
@@ -242,149 +142,93 @@ static bool conn_flush(struct conn *c)
 	if (c->wstart == c->wend) {
 		c->wstart = c->wend = 0;
 		if (!c->wborrowed && c->wcap) /* all sent: an idle connection holds nothing */
-			buf_free(&c->wbuf, &c->wcap);
+			conn_buf_free(&c->wbuf, &c->wcap);
 	}
 	return true;
 }
 
-/* Makes room to read: the whole data block of a pending storage command
- * must fit, or at least RBUF_MIN bytes.  A data block that does not fit
- * in the connections' memory is refused (and then swallowed); a command
- * line that does not closes the connection. */
-static bool rbuf_room(struct conn *c)
+/* Reads what the socket has; false when the connection is dead.  A client
+ * that shut down its side (nc -q1, printf | nc) is still answered: what it
+ * sent runs, then the connection closes once its output is out. */
+static bool conn_read(struct conn *c)
 {
-	size_t need = proto_read_need(c), used = c->rend - c->rstart, cap;
+	ssize_t n;
 
-	if (c->rcap == 0 && need <= RBUF_MIN) {
-		c->rbuf = c->w->rscratch;
-		c->rcap = RBUF_MIN;
-		c->rborrowed = true;
-		return true;
-	}
-	if (c->rcap - c->rend >= need)
-		return true;
-	if (c->rstart > 0) {
-		memmove(c->rbuf, c->rbuf + c->rstart, used);
-		c->rend = used;
-		c->rstart = 0;
-		if (c->rcap - c->rend >= need)
-			return true;
-	}
-	if (c->state == CS_DATA && c->rend + need > RBUF_MIN) {
-		/* Exactly the value (to the page): doubling would charge up to twice it. */
-		cap = (c->rend + need + PAGE - 1) / PAGE * PAGE;
-	} else {
-		for (cap = c->rcap ? c->rcap : RBUF_MIN; cap - c->rend < need; cap *= 2)
-			;
-	}
-	if (buf_resize(&c->rbuf, &c->rcap, cap, 0))
-		return true;
-	if (c->state != CS_DATA) {
-		logv("connection %d: no memory to read a command: closing", c->fd);
+	if (!conn_rbuf_room(c))
+		return false;
+	n = recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, 0);
+	if (n > 0) {
+		c->rend += (size_t)n;
+		c->last_rx = now_s();
+		STAT_ADD(c->st, bytes_read, (uint64_t)n);
+	} else if (n == 0) {
+		c->rd_eof = true;
+	} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		return false;
 	}
-	proto_refuse_value(c); /* swallows what is buffered: room again */
-	return rbuf_room(c);    /* now for the swallowing: at most RBUF_MIN */
+	return true;
 }
 
-/* Gives a borrowed scratch buffer back; with @keep, what is left in it
- * (at most @base bytes) moves to a buffer of the connection's own, charged
- * with @flags.  False when that fails (the connection is then closed). */
-static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *borrowed,
-		     size_t base, unsigned flags, bool keep)
+/* Runs what was read; when output drains below the mark, goes on with the
+ * multiget being answered and the requests read behind it.  Output the
+ * socket does not take waits, and holds back further requests, past
+ * WBUF_HIGH or while the pool is short. */
+static bool conn_run(struct conn *c)
 {
-	const char *scratch = *buf;
-	size_t left = *end - *start;
-	bool ok = true;
+	for (;;) {
+		size_t left = c->rend - c->rstart, at = c->get_at;
 
-	*buf = NULL;
-	*cap = 0;
-	*borrowed = false;
-	if (keep && left && buf_resize(buf, cap, base, flags))
-		memcpy(*buf, scratch + *start, left);
-	else
-		ok = !keep || !left;
-	*start = 0;
-	*end = left;
-	return ok;
-}
-
-/* At the end of an event: scratch buffers go back to the worker, and an
- * emptied read buffer of the connection's own is freed.  False when memory
- * to keep what is in flight runs out. */
-static bool conn_settle(struct conn *c, bool keep)
-{
-	bool ok = true;
-
-	if (c->rborrowed) {
-		ok = unborrow(&c->rbuf, &c->rcap, &c->rstart, &c->rend, &c->rborrowed, RBUF_MIN,
-			      SL_FORCE, keep);
-	} else if (keep && c->rstart == c->rend && c->rcap) {
-		buf_free(&c->rbuf, &c->rcap);
-		c->rstart = c->rend = 0;
-	}
-	if (c->wborrowed && !unborrow(&c->wbuf, &c->wcap, &c->wstart, &c->wend, &c->wborrowed,
-				      WBUF_MIN, OB_FLAGS, keep))
-		ok = false;
-	return ok;
-}
-
-static void wbuf_borrow(struct conn *c)
-{
-	if (c->wcap == 0) {
-		c->wbuf = c->w->wscratch;
-		c->wcap = WBUF_MIN;
-		c->wborrowed = true;
+		if (!conn_flush(c))
+			return false;
+		conn_wbuf_borrow(c);
+		proto_input(c);
+		if (!conn_flush(c))
+			return false;
+		conn_memwait(c, c->get_at && c->get_nomem && c->wend == c->wstart);
+		if (c->close_after)
+			return true;
+		if (c->get_at && !c->memwait && c->wend == c->wstart)
+			continue; /* all sent: the multiget goes on */
+		if (c->rend == c->rstart || (c->rend - c->rstart == left && c->get_at == at) ||
+		    c->wend - c->wstart >= WBUF_HIGH ||
+		    (c->wend > c->wstart && connmem_short(WBUF_HIGH)))
+			return true;
 	}
 }
 
 static void conn_event(struct conn *c, uint32_t ev)
 {
 	bool ok = true;
+	uint32_t want;
 
-	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		if (!rbuf_room(c)) {
-			ok = false;
-		} else {
-			ssize_t n = recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, 0);
-
-			if (n > 0) {
-				c->rend += (size_t)n;
-				c->last_rx = now_s();
-				STAT_ADD(c->st, bytes_read, (uint64_t)n);
-			} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-				ok = false;
-			}
-		}
-	}
-	/* Run what was read; when output drains below the mark, go on with
-	 * requests already read (pipelined behind a big answer).  Output that
-	 * the socket does not take waits, and holds back further requests,
-	 * while the connections group is over its max. */
-	while (ok) {
-		size_t left = c->rend - c->rstart;
-
-		wbuf_borrow(c);
-		proto_input(c);
-		ok = conn_flush(c);
-		if (c->close_after || c->rend == c->rstart || c->rend - c->rstart == left ||
-		    c->wend - c->wstart >= WBUF_HIGH ||
-		    (c->wend > c->wstart && connmem_over()))
-			break;
-	}
+	if (c->wstart == c->wend)
+		c->last_tx = now_s();
+	if (ev & EPOLLERR)
+		ok = false;
+	else if ((ev & (EPOLLIN | EPOLLHUP)) && !c->rd_eof)
+		ok = conn_read(c);
+	else if ((ev & EPOLLHUP) && c->rd_eof)
+		ok = false; /* both ways shut: nobody to answer */
+	if (ok)
+		ok = conn_run(c);
 	if (!conn_settle(c, ok)) {
 		logv("connection %d: no memory to keep its input or output: closing", c->fd);
 		ok = false;
 	}
-	if (!ok || (c->close_after && c->wstart == c->wend)) {
+	/* Done: closed, or shut by the client with nothing more to answer (what
+	 * is left of its input is a request that can never complete). */
+	if (!ok || (c->wstart == c->wend && (c->close_after || (c->rd_eof && !c->get_at)))) {
 		conn_close(c);
 		return;
 	}
+	/* Read only while answers keep up: a multiget being answered, or
+	 * output past the mark, stops reading (backpressure). */
+	want = c->rd_eof || c->close_after || c->get_at || c->wend - c->wstart >= WBUF_HIGH
+		       ? 0
+		       : EPOLLIN;
 	if (c->wstart < c->wend)
-		conn_watch(c, c->wend - c->wstart >= WBUF_HIGH || c->close_after ? EPOLLOUT
-										  : EPOLLIN | EPOLLOUT);
-	else
-		conn_watch(c, EPOLLIN);
+		want |= EPOLLOUT;
+	conn_watch(c, want);
 }
 
 static void worker_adopt(struct worker *w, int fd)
@@ -400,8 +244,9 @@ static void worker_adopt(struct worker *w, int fd)
 	c->fd = fd;
 	c->w = w;
 	c->st = &w->st;
+	c->scratch = &w->scratch;
 	c->events = EPOLLIN;
-	c->last_rx = now_s();
+	c->last_rx = c->last_tx = now_s();
 	e.data.ptr = c;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
 		close(fd);
@@ -418,25 +263,51 @@ static void worker_adopt(struct worker *w, int fd)
 
 /* Closes the connections that stopped in the middle of a value: each
  * holds a buffer of up to the value's size that only its client can
- * complete (or, refused, a socket that only its client can drain). */
+ * complete (or, refused, a socket that only its client can drain).  While
+ * other connections wait for room in the pool, also those that hold pool
+ * memory and did not move for as long: a partial request that stopped, an
+ * answer its client does not read. */
 static void close_stalled(struct worker *w, int64_t now)
 {
 	struct conn *c = w->conns, *next;
+	bool contended = connmem_contended();
 
 	for (; c; c = next) {
+		int64_t since = now - (c->last_rx > c->last_tx ? c->last_rx : c->last_tx);
 		int unread = 0;
 
 		next = c->next;
-		/* Bytes waiting unread are the worker's delay, not the
-		 * client's stall (a loaded machine). */
 		if ((c->state == CS_DATA || c->state == CS_SWALLOW) &&
-		    now - c->last_rx >= (int64_t)opt.stall_timeout &&
-		    !(ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0)) {
+		    now - c->last_rx >= (int64_t)opt.stall_timeout) {
+			/* Bytes waiting unread are the worker's delay, not the
+			 * client's stall (a loaded machine). */
+			if (ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0)
+				continue;
 			logv("connection %d: no data for %u s in the middle of a value: closing",
 			     c->fd, opt.stall_timeout);
-			STAT_ADD(c->st, stalled_closed, 1);
-			conn_close(c);
+		} else if (contended && !c->memwait && (c->rcap || c->wcap) &&
+			   since >= (int64_t)opt.stall_timeout) {
+			if (ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0)
+				continue;
+			logv("connection %d: holds memory others wait for, still for %u s: closing",
+			     c->fd, opt.stall_timeout);
+		} else {
+			continue;
 		}
+		STAT_ADD(c->st, stalled_closed, 1);
+		conn_close(c);
+	}
+}
+
+/* Gives the multigets that wait for room in the pool another try. */
+static void retry_waiting(struct worker *w)
+{
+	struct conn *c = w->conns, *next;
+
+	for (; c && w->nwait; c = next) {
+		next = c->next;
+		if (c->memwait)
+			conn_event(c, 0);
 	}
 }
 
@@ -447,16 +318,9 @@ static void *worker_main(void *arg)
 	int64_t swept = now_s();
 
 	while (!atomic_load(&w->stop)) {
-		int n, i;
+		int n = epoll_wait(w->epfd, evs, 128,
+				   w->nwait ? MEMWAIT_POLL_MS : opt.stall_timeout ? 1000 : -1), i;
 
-		/* Before the wait, never between it and its events: an event
-		 * names its connection by pointer, and a connection closed here
-		 * (whose data may be what woke us: it is not read yet) is freed. */
-		if (opt.stall_timeout && now_s() != swept) {
-			swept = now_s();
-			close_stalled(w, swept);
-		}
-		n = epoll_wait(w->epfd, evs, 128, opt.stall_timeout ? 1000 : -1);
 		if (n < 0 && errno != EINTR)
 			break;
 		for (i = 0; i < n; i++) {
@@ -474,6 +338,13 @@ static void *worker_main(void *arg)
 			} else {
 				conn_event(evs[i].data.ptr, evs[i].events);
 			}
+		}
+		retry_waiting(w);
+		/* After the events: a connection closed here must not be one
+		 * that this round's events still point to. */
+		if (opt.stall_timeout && now_s() != swept) {
+			swept = now_s();
+			close_stalled(w, swept);
 		}
 	}
 	while (w->conns)

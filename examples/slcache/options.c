@@ -32,8 +32,9 @@ struct options opt = {
 
 time_t started;
 
-/* --conn-memory as a percentage of -m (applied once -m is known). */
-static unsigned conn_memory_pct = 25;
+/* --conn-memory as a percentage of -m (applied once -m is known): reserved
+ * for connections, so the items have the rest. */
+static unsigned conn_memory_pct = 12;
 /* --ghosts given (else its default follows --policy). */
 static bool ghosts_set;
 
@@ -89,7 +90,7 @@ static void usage(FILE *f)
 		"  --headroom PCT   a maintainer thread evicts ahead of sets, keeping each max\n"
 		"                   (-m, a tenant's) PCT%% off; 0: no maintainer (default 3)\n"
 		"  --metrics-port PORT  serve OpenMetrics at http://ADDR:PORT/metrics (default off)\n"
-		"  --conn-memory SIZE  most memory for connection buffers, within -m (default 25%%)\n"
+		"  --conn-memory SIZE  memory reserved within -m for connection buffers (default 12%%)\n"
 		"  --stall-timeout S   close a connection silent for S s in a value (10; 0: never)\n"
 		"  --lease-store URL  a tenant named as a budget in this store (shm:NAME,\n"
 		"                   etcd://HOST:PORT[,...]/PREFIX) shares it with the other\n"
@@ -256,7 +257,7 @@ void options_parse(int argc, char **argv)
 				char pct[8];
 
 				snprintf(pct, sizeof(pct), "%.*s", (int)(len - 1), v);
-				conn_memory_pct = parse_uint(pct, "--conn-memory %", 1, 100);
+				conn_memory_pct = parse_uint(pct, "--conn-memory %", 1, 50);
 				opt.conn_memory = 0;
 			} else if (parse_size(v, &opt.conn_memory) != 0 || opt.conn_memory < (64u << 10)) {
 				die_usage("--conn-memory takes a size of at least 64K or a percentage of -m, not '%s'", v);
@@ -309,6 +310,8 @@ void options_parse(int argc, char **argv)
 	}
 	if (opt.conn_memory == 0)
 		opt.conn_memory = opt.max_bytes / 100 * conn_memory_pct;
+	if (opt.conn_memory > opt.max_bytes / 2)
+		die_usage("--conn-memory is reserved within -m: at most half of it");
 	if (!ghosts_set)
 		opt.ghosts = opt.policy == SL_POLICY_REFAULT ? opt.max_bytes / 16 : 0;
 	if (opt.ghosts && !opt.accounting)

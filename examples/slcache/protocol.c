@@ -25,15 +25,14 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "connmem.h"
 #include "proto.h"
 #include "slcache.h"
 #include "storage.h"
 #include "tenants.h"
 
 #define LINE_SHORT_MAX 2048             /* a command line that is not a get  */
-#define GETLINE_MAX (16u * 1024 * 1024) /* a get line, however many keys     */
-#define RBUF_MIN (16 * 1024)
-#define WBUF_HIGH (4 * 1024 * 1024)     /* stop reading while more is unsent */
+#define GETLINE_MAX (1024 * 1024)       /* a get line: 4000 keys of 250 bytes */
 
 #define NS(field) atomic_load_explicit(&ns.sum.field, memory_order_relaxed)
 
@@ -182,6 +181,9 @@ void noreply_maybe(struct conn *c, struct tok *tk, size_t nt)
 struct get_ctx {
 	struct conn *c;
 	bool cas;
+	bool quiet;  /* count the key, answer nothing                */
+	bool nomem;  /* the pool had no room for this value's answer */
+	size_t need; /* what it needed                               */
 	const char *key;
 	size_t keylen;
 };
@@ -193,8 +195,13 @@ static void emit_value(void *arg, const struct item_view *v)
 	struct conn *c = g->c;
 	char *p;
 
-	if (!ob_reserve(c, g->keylen + v->vlen + 80))
+	if (g->quiet)
 		return;
+	g->need = g->keylen + v->vlen + 80;
+	if (!ob_try_reserve(c, g->need)) {
+		g->nomem = true;
+		return;
+	}
 	p = c->wbuf + c->wend;
 	memcpy(p, "VALUE ", 6);
 	p += 6;
@@ -217,71 +224,120 @@ static void emit_value(void *arg, const struct item_view *v)
 	c->wend = (size_t)(p - c->wbuf);
 }
 
-/* get/gets KEY..., gat/gats EXPTIME KEY...: walks the line itself, so a
- * multiget may have any number of keys. */
-static void cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch)
+/* The next key of a get line from *i; false at the end of the line. */
+static bool next_key(const char *line, size_t len, size_t *i, struct tok *k)
 {
-	struct get_ctx g = { .c = c, .cas = cas };
-	struct store_read how = { .touch = touch };
-	size_t mark = c->wend - c->wstart, i = 0;
-	bool any = false;
-	struct tok k;
+	while (*i < len && line[*i] == ' ')
+		(*i)++;
+	if (*i == len)
+		return false;
+	k->s = (char *)line + *i;
+	while (*i < len && line[*i] != ' ')
+		(*i)++;
+	k->n = (size_t)(line + *i - k->s);
+	return true;
+}
 
-	while (i < len && line[i] != ' ') /* the command word */
-		i++;
+/* One key of a multiget; false when it must wait (its answer did not fit:
+ * the pool is short).  @quiet: counted and touched, nothing answered (the
+ * keys before a bad one, which memcached has already looked up). */
+static bool get_one(struct conn *c, const struct tok *k, bool cas, bool touch, bool quiet)
+{
+	struct get_ctx g = { .c = c, .cas = cas, .quiet = quiet, .key = k->s, .keylen = k->n };
+	struct store_read how = { .touch = touch, .exptime = c->get_exptime };
+	enum store_result r = store_get(k->s, k->n, &how, emit_value, &g);
+
+	if (g.nomem && g.need <= connmem_pool() / 2) {
+		c->get_nomem = true;
+		return false;
+	}
+	if (g.nomem) { /* could never fit: as memcached when it cannot answer */
+		ob_str(c, "SERVER_ERROR out of memory writing get response\r\n");
+		return true;
+	}
+	if (touch)
+		BUMP(c, cmd_touch);
+	else
+		BUMP(c, cmd_get);
+	if (r == ST_OK) {
+		if (touch)
+			BUMP(c, touch_hits);
+		else
+			BUMP(c, get_hits);
+	} else if (touch) {
+		BUMP(c, touch_misses);
+	} else {
+		BUMP(c, get_misses);
+	}
+	return true;
+}
+
+/* The first look at a get line: its exptime (gat, gats) and every key
+ * checked before any answer goes out, since a streamed answer cannot be
+ * taken back.  Sets *i past the command word (and exptime); false when the
+ * line is answered already (an error). */
+static bool get_start(struct conn *c, const char *line, size_t len, bool touch, size_t *i)
+{
+	size_t j;
+	struct tok k;
+	bool any = false;
+
+	while (*i < len && line[*i] != ' ') /* the command word */
+		(*i)++;
+	c->get_exptime = 0;
 	if (touch) {
-		while (i < len && line[i] == ' ')
-			i++;
-		k.s = line + i;
-		for (; i < len && line[i] != ' '; i++)
-			;
-		k.n = (size_t)(line + i - k.s);
-		if (k.n == 0) { /* "gat " alone: memcached wants a token */
+		if (!next_key(line, len, i, &k)) { /* "gat " alone: memcached wants a token */
 			ob_str(c, "ERROR\r\n");
-			return;
+			return false;
 		}
-		if (!tok_i32(&k, &how.exptime)) {
+		if (!tok_i32(&k, &c->get_exptime)) {
 			ob_str(c, "CLIENT_ERROR invalid exptime argument\r\n");
-			return;
+			return false;
 		}
 	}
-	for (;;) {
-		while (i < len && line[i] == ' ')
-			i++;
-		if (i == len)
-			break;
-		k.s = line + i;
-		for (; i < len && line[i] != ' '; i++)
-			;
-		k.n = (size_t)(line + i - k.s);
-		any = true;
-		if (!key_ok(&k)) {
-			c->wend = c->wstart + mark; /* drop the partial answer */
-			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
-			return;
-		}
-		g.key = k.s;
-		g.keylen = k.n;
-		if (touch)
-			BUMP(c, cmd_touch);
-		else
-			BUMP(c, cmd_get);
-		if (store_get(k.s, k.n, &how, emit_value, &g) == ST_OK) {
-			if (touch)
-				BUMP(c, touch_hits);
-			else
-				BUMP(c, get_hits);
-		} else if (touch) {
-			BUMP(c, touch_misses);
-		} else {
-			BUMP(c, get_misses);
-		}
+	for (j = *i; next_key(line, len, &j, &k); any = true) {
+		if (key_ok(&k))
+			continue;
+		/* memcached looked up the keys before the bad one and answers
+		 * the error alone. */
+		for (size_t m = *i; next_key(line, len, &m, &k) && m < j;)
+			get_one(c, &k, false, touch, true);
+		ob_str(c, "CLIENT_ERROR bad command line format\r\n");
+		return false;
 	}
 	if (!any && !touch) { /* "get " with no key: memcached's token count */
 		ob_str(c, "ERROR\r\n");
-		return;
+		return false;
 	}
+	return true;
+}
+
+/* get/gets KEY..., gat/gats EXPTIME KEY...: walks the line itself, so a
+ * multiget may have any number of keys.  Its answer is produced as the
+ * socket drains: past WBUF_HIGH of unsent output, or when the pool has no
+ * room for the next value, it stops before that key (c->get_at) and
+ * returns false, the line still unread; net.c calls again. */
+static bool cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch)
+{
+	size_t i = c->get_at;
+	struct tok k;
+
+	c->get_nomem = false;
+	if (i == 0 && !get_start(c, line, len, touch, &i))
+		return true;
+	for (;;) {
+		size_t at = i;
+
+		if (!next_key(line, len, &i, &k))
+			break;
+		if (c->wend - c->wstart >= WBUF_HIGH || !get_one(c, &k, cas, touch, false)) {
+			c->get_at = at;
+			return false;
+		}
+	}
+	c->get_at = 0;
 	ob_str(c, "END\r\n");
+	return true;
 }
 
 /* ---- storage commands ---- */
@@ -591,6 +647,8 @@ static void stats_general(struct conn *c)
 	stat_u64(c, "refaults", tot.refaults);
 	stat_u64(c, "oom_errors", NS(oom_errors));
 	stat_u64(c, "conn_stalled_closed", NS(stalled_closed));
+	stat_u64(c, "conn_bytes", connmem_used());
+	stat_u64(c, "conn_memory", connmem_pool());
 	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
 	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
 	stat_u64(c, "usage", tot.usage);
@@ -712,8 +770,9 @@ static void dispatch_meta(struct conn *c, struct tok *tk, size_t nt)
 
 /* One command line (without its "\r\n"), dispatched as memcached does: a
  * one-letter command is an error whatever it is, and a command's token
- * count is checked before its arguments. */
-static void process_line(struct conn *c, char *line, size_t len)
+ * count is checked before its arguments.  False when it is not done (a
+ * multiget waits to go on: the line must stay). */
+static bool process_line(struct conn *c, char *line, size_t len)
 {
 	struct tok tk[MAX_TOKENS];
 	size_t nt;
@@ -723,22 +782,16 @@ static void process_line(struct conn *c, char *line, size_t len)
 		line++;
 		len--;
 	}
-	if (starts(line, len, "get") || starts(line, len, "gets")) {
-		cmd_get(c, line, len, line[3] == 's', false);
-		return;
-	}
-	if (starts(line, len, "bget")) { /* memcached's ancient alias of get */
-		cmd_get(c, line, len, false, false);
-		return;
-	}
-	if (starts(line, len, "gat") || starts(line, len, "gats")) {
-		cmd_get(c, line, len, line[3] == 's', true);
-		return;
-	}
+	if (starts(line, len, "get") || starts(line, len, "gets"))
+		return cmd_get(c, line, len, line[3] == 's', false);
+	if (starts(line, len, "bget")) /* memcached's ancient alias of get */
+		return cmd_get(c, line, len, false, false);
+	if (starts(line, len, "gat") || starts(line, len, "gats"))
+		return cmd_get(c, line, len, line[3] == 's', true);
 	nt = tokenize(line, len, tk, MAX_TOKENS);
 	if (nt == 0 || nt == MAX_TOKENS || tk[0].n < 2) {
 		ob_str(c, "ERROR\r\n");
-		return;
+		return true;
 	}
 	if (tk[0].n == 2 && tk[0].s[0] == 'm')
 		dispatch_meta(c, tk, nt);
@@ -781,6 +834,7 @@ static void process_line(struct conn *c, char *line, size_t len)
 		ob_str(c, "ERROR\r\n"); /* memcached's families answer before the HTTP check */
 	else
 		cmd_unknown(c, tk, nt);
+	return true;
 }
 
 /* A line with no end yet: may it still grow?  memcached lets only get and
@@ -833,7 +887,7 @@ void proto_input(struct conn *c)
 			else
 				complete_update(c, p);
 		} else {
-			char *nl;
+			char *nl, *nul;
 			size_t len;
 
 			if (avail == 0)
@@ -859,10 +913,13 @@ void proto_input(struct conn *c)
 			if (len > 1 && p[len - 1] == '\r')
 				len--;
 			/* memcached reads the line as a C string: a NUL ends it. */
-			nl = memchr(p, '\0', len);
-			if (nl)
-				len = (size_t)(nl - p);
-			process_line(c, p, len);
+			nul = memchr(p, '\0', len);
+			if (nul)
+				len = (size_t)(nul - p);
+			if (!process_line(c, p, len)) {
+				c->rstart -= (size_t)(nl - p) + 1; /* the line waits */
+				break;
+			}
 		}
 	}
 	if (c->rstart == c->rend)

@@ -13,7 +13,10 @@
  *   admin.c     verbosity, cache_memlimit, and memcached's tuning commands
  *   meta.c      the meta commands (mg, ms, md, ma, mn, me)
  *   metaflags.c their keys and flags, read as memcached reads them
- *   net.c       sockets, worker threads, connection buffers
+ *   net.c       sockets, worker threads, events
+ *   connbuf.c   a connection's buffers and the answers written into them
+ *   connmem.c   the memory reserved within -m for what clients hold
+ *   metrics.c   --metrics-port: the tree's OpenMetrics text over HTTP
  */
 #ifndef SLCACHE_H
 #define SLCACHE_H
@@ -41,7 +44,7 @@ struct options {
 	const char *addr;
 	const char *port;
 	const char *metrics_port; /* --metrics-port: NULL, off */
-	uint64_t conn_memory;     /* --conn-memory: max of the connections group */
+	uint64_t conn_memory;     /* --conn-memory: reserved within -m for clients */
 	unsigned stall_timeout;   /* --stall-timeout: seconds; 0, never           */
 	uint64_t max_bytes;
 	enum sl_policy policy;

@@ -11,7 +11,11 @@
  *    tenants; creation takes one lock.
  *  - Item memory: with the jemalloc adapter, each tenant owns an arena
  *    whose hooks charge its group by the page (the hooks below); else
- *    lru_cache takes items from malloc() and sl_charge()s each one.
+ *    lru_cache takes items from malloc() and sl_charge()s each one.  An
+ *    arena's own metadata (about 100 KiB) is no item's: the tenant's group
+ *    is charged ARENA_OVERHEAD for it when the tenant is created, so that
+ *    key prefixes cannot grow the process outside -m (issue 27).  With
+ *    --lease-store the charge goes to the root instead (overhead_group()).
  *  - Reclaim: when a charge would pass a max, softlimit picks the tenants
  *    that give memory back, by the policy and their soft limits, and calls
  *    their reclaim: lru_tenant_evict() (through the arena's evict with the
@@ -49,6 +53,11 @@
 #include "tenants.h"
 
 enum backend { BE_SHARED, BE_MALLOC, BE_JEMALLOC };
+
+/* What a jemalloc arena costs beyond the pages of its items (its base
+ * metadata and extent structures), measured: RSS grows by about 100 KiB
+ * per tenant holding one 1-byte item. */
+#define ARENA_OVERHEAD (100u << 10)
 
 static struct {
 	struct lru_cache *cache;
@@ -217,6 +226,15 @@ static struct lru_tenant *slot_lookup(const char *name, size_t len, size_t *slot
 	return t;
 }
 
+/* Where a tenant's arena overhead is charged: its group, so that its max
+ * counts its arena too; but with --lease-store the root, since a group that
+ * joins a budget must be emptied to join deferred (and a share of a budget
+ * moves between processes, a process's own arena does not). */
+static sl_group *overhead_group(struct lru_tenant *t)
+{
+	return opt.lease_store ? sl_tree_root(lru_cache_tree(tn.cache)) : lru_tenant_group(t);
+}
+
 /* Creates and publishes a tenant; caller holds tn.lock and checked that it
  * does not exist and that there is room. */
 static int tenant_create(const char *name, size_t len, const struct sl_limits *lim,
@@ -233,6 +251,14 @@ static int tenant_create(const char *name, size_t len, const struct sl_limits *l
 	err = lru_tenant_create(tn.cache, NULL, buf, lim, &t);
 	if (err)
 		return err;
+	if (tn.be == BE_JEMALLOC) {
+		/* May reclaim: tn.lock is no tenant's lock, and no reclaim takes it. */
+		err = sl_charge(overhead_group(t), ARENA_OVERHEAD, 0);
+		if (err) {
+			lru_tenant_destroy(t);
+			return err;
+		}
+	}
 	/* Refaults for --policy refault: every tenant reaches as far back. */
 	if (opt.ghosts && lru_tenant_group(t))
 		lru_tenant_set_ghosts(t, opt.ghosts);
@@ -274,6 +300,18 @@ static int tenant_declare(const char *name, const struct sl_limits *lim)
 	return err;
 }
 
+/* How many tenants key prefixes may make: --max-tenants, and with arenas
+ * no more than a quarter of -m in arena overhead, so that prefixes cannot
+ * crowd the items out of the cache (later ones share "default"). */
+static unsigned tenants_cap(void)
+{
+	uint64_t by_budget = opt.max_bytes / 4 / ARENA_OVERHEAD;
+
+	if (tn.be != BE_JEMALLOC || by_budget >= opt.max_tenants)
+		return opt.max_tenants;
+	return by_budget > opt.nr_tenants + 1 ? (unsigned)by_budget : opt.nr_tenants + 1;
+}
+
 struct lru_tenant *tenant_for_key(const char *key, size_t keylen)
 {
 	const char *colon = memchr(key, ':', keylen);
@@ -288,11 +326,11 @@ struct lru_tenant *tenant_for_key(const char *key, size_t keylen)
 	t = slot_lookup(key, len, NULL);
 	if (t)
 		return t;
-	if (atomic_load_explicit(&tn.nr_tenants, memory_order_relaxed) >= opt.max_tenants)
+	if (atomic_load_explicit(&tn.nr_tenants, memory_order_relaxed) >= tenants_cap())
 		return tn.dflt;
 	pthread_mutex_lock(&tn.lock);
 	t = slot_lookup(key, len, NULL);
-	if (!t && (tn.nr_tenants >= opt.max_tenants || tenant_create(key, len, NULL, &t) != 0))
+	if (!t && (tn.nr_tenants >= tenants_cap() || tenant_create(key, len, NULL, &t) != 0))
 		t = tn.dflt;
 	pthread_mutex_unlock(&tn.lock);
 	return t;
@@ -309,13 +347,24 @@ void tenants_each(void (*fn)(struct lru_tenant *t, void *arg), void *arg)
 
 /* ---- the cache ---- */
 
+/* Gives back what tenant_create() charged for the arenas: a group is only
+ * destroyed (with the cache) once nothing is charged to it. */
+static void overhead_release(void)
+{
+	unsigned i, n = atomic_load_explicit(&tn.nr_tenants, memory_order_acquire);
+
+	for (i = 0; tn.be == BE_JEMALLOC && i < n; i++)
+		sl_uncharge(overhead_group(tn.tenants[i]), ARENA_OVERHEAD);
+}
+
 static int cache_create(enum backend be)
 {
 	struct lru_hooks hooks = { .live = tn.live };
 	int err;
 
 	if (be == BE_SHARED) {
-		err = lru_cache_create_shared(opt.max_bytes, &tn.cache);
+		/* Connection memory is reserved within -m (connmem.c). */
+		err = lru_cache_create_shared(opt.max_bytes - opt.conn_memory, &tn.cache);
 	} else {
 		struct sl_tree_opts to;
 
@@ -333,6 +382,7 @@ static int cache_create(enum backend be)
 		hooks.charged = arena_charged;
 	}
 #endif
+	tn.be = be; /* before the first tenant: it pays for its arena */
 	if (!err)
 		err = lru_cache_set_hooks(tn.cache, &hooks, NULL);
 	if (!err && lru_cache_tree(tn.cache))
@@ -340,6 +390,7 @@ static int cache_create(enum backend be)
 	if (!err)
 		err = tenant_declare(TENANT_DEFAULT, NULL);
 	if (err) {
+		overhead_release();
 		lru_cache_destroy(tn.cache);
 		tn.cache = NULL;
 		atomic_store_explicit(&tn.nr_tenants, 0, memory_order_relaxed);
@@ -408,6 +459,7 @@ void tenants_stop(void)
 	 * go with the cache. */
 	lease_stop();
 	maintainer_stop();
+	overhead_release();
 	lru_cache_destroy(tn.cache);
 	tn.cache = NULL;
 	free(tn.tenants);
@@ -426,6 +478,8 @@ int tenants_set_budget(uint64_t bytes)
 	sl_tree *tree = lru_cache_tree(tn.cache);
 	int err;
 
+	if (bytes <= opt.conn_memory) /* the connections' reservation is in it */
+		return -EINVAL;
 	if (tree) {
 		struct sl_stats st;
 
@@ -441,7 +495,7 @@ int tenants_set_budget(uint64_t bytes)
 				headroom_apply(sl_tree_root(tree));
 		}
 	} else {
-		err = lru_cache_set_capacity(tn.cache, bytes);
+		err = lru_cache_set_capacity(tn.cache, bytes - opt.conn_memory);
 	}
 	if (!err)
 		atomic_store_explicit(&tn.budget, bytes, memory_order_relaxed);

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * connbuf.c: a connection's read and write buffers, and the answers written
+ * into them (ob_*), all taken from the connection pool (connmem.c).  net.c
+ * moves the bytes between them and the socket.
+ */
+#define _GNU_SOURCE
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "connmem.h"
+#include "slcache.h"
+
+#define PAGE 4096
+#define KEEP_ALIGN 64 /* a kept partial request or answer: its size, to this */
+
+/* ---- buffers, taken from the connection pool (connmem.c) ----
+ *
+ * An idle connection holds no buffer.  While it is served, it reads into
+ * and answers from its worker's scratch buffers (borrowed); only what is
+ * left when the event is done (a partial request, a value being received,
+ * output the socket did not take) moves to buffers of its own, taken from
+ * the pool.  So memory follows what clients have in flight, not how many
+ * are connected.  When the pool is spent nothing is forced past it: a
+ * value is refused, a multiget waits, and a connection whose partial
+ * request or answer cannot be kept is closed.
+ */
+
+/* Resizes *buf to @cap bytes, taking the difference from the pool first.
+ * False, nothing changed, when the pool or the allocation fails. */
+static bool buf_resize(char **buf, size_t *bcap, size_t cap)
+{
+	size_t more = cap > *bcap ? cap - *bcap : 0;
+	char *nb;
+
+	if (!connmem_charge(more))
+		return false;
+	nb = realloc(*buf, cap);
+	if (!nb) {
+		connmem_uncharge(more);
+		return false;
+	}
+	if (cap < *bcap)
+		connmem_uncharge(*bcap - cap);
+	*buf = nb;
+	*bcap = cap;
+	return true;
+}
+
+void conn_buf_free(char **buf, size_t *bcap)
+{
+	free(*buf);
+	connmem_uncharge(*bcap);
+	*buf = NULL;
+	*bcap = 0;
+}
+
+/* ---- the output buffer ---- */
+
+/* Output comes from the pool like the rest (it never reclaims: answers are
+ * formatted under a tenant's lock).  What bounds it per connection is
+ * WBUF_HIGH: past it no further request runs and a multiget stops before
+ * its next key, so a connection holds at most that and one value.  The
+ * pool bounds the sum: a multiget that finds it spent waits, as it would
+ * for its socket. */
+bool ob_try_reserve(struct conn *c, size_t n)
+{
+	size_t cap;
+
+	if (c->wcap - c->wend >= n)
+		return true;
+	if (c->wstart > 0) {
+		memmove(c->wbuf, c->wbuf + c->wstart, c->wend - c->wstart);
+		c->wend -= c->wstart;
+		c->wstart = 0;
+		if (c->wcap - c->wend >= n)
+			return true;
+	}
+	/* Doubling for small answers; a large one (a value) takes its size,
+	 * as doubling would hold up to twice it. */
+	cap = c->wcap ? c->wcap * 2 : WBUF_MIN;
+	if (cap - c->wend < n)
+		cap = (c->wend + n + PAGE - 1) / PAGE * PAGE;
+	if (c->wborrowed) {
+		char *own = NULL;
+		size_t ocap = 0;
+
+		if (!buf_resize(&own, &ocap, cap))
+			return false;
+		memcpy(own, c->wbuf, c->wend);
+		c->wbuf = own;
+		c->wcap = ocap;
+		c->wborrowed = false;
+		return true;
+	}
+	return buf_resize(&c->wbuf, &c->wcap, cap);
+}
+
+bool ob_reserve(struct conn *c, size_t n)
+{
+	if (ob_try_reserve(c, n))
+		return true;
+	logv("connection %d: no memory for the answer: closing", c->fd);
+	c->close_after = true;
+	return false;
+}
+
+void ob_put(struct conn *c, const void *p, size_t n)
+{
+	if (ob_reserve(c, n)) {
+		memcpy(c->wbuf + c->wend, p, n);
+		c->wend += n;
+	}
+}
+
+void ob_str(struct conn *c, const char *s)
+{
+	ob_put(c, s, strlen(s));
+}
+
+void ob_printf(struct conn *c, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		ob_put(c, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+/* Makes room to read: the whole data block of a pending storage command
+ * must fit, or at least RBUF_MIN bytes.  A partial request small enough
+ * goes back into the worker's scratch buffer (so a client that trickles a
+ * line holds only its bytes between events).  A data block that does not
+ * fit in the pool is refused (and then swallowed); a command line that
+ * does not closes the connection. */
+bool conn_rbuf_room(struct conn *c)
+{
+	size_t need = proto_read_need(c), used = c->rend - c->rstart, cap;
+
+	if (!c->rborrowed && used + need <= RBUF_MIN && used <= RBUF_MIN / 2) {
+		if (used)
+			memcpy(c->scratch->r, c->rbuf + c->rstart, used);
+		conn_buf_free(&c->rbuf, &c->rcap);
+		c->rbuf = c->scratch->r;
+		c->rcap = RBUF_MIN;
+		c->rstart = 0;
+		c->rend = used;
+		c->rborrowed = true;
+		return true;
+	}
+	if (c->rcap - c->rend >= need)
+		return true;
+	if (c->rstart > 0) {
+		memmove(c->rbuf, c->rbuf + c->rstart, used);
+		c->rend = used;
+		c->rstart = 0;
+		if (c->rcap - c->rend >= need)
+			return true;
+	}
+	if (c->state == CS_DATA && c->rend + need > RBUF_MIN) {
+		/* Exactly the value (to the page): doubling would charge up to twice it. */
+		cap = (c->rend + need + PAGE - 1) / PAGE * PAGE;
+	} else {
+		for (cap = c->rcap > RBUF_MIN ? c->rcap : RBUF_MIN; cap - c->rend < need; cap *= 2)
+			;
+	}
+	if (c->rborrowed) {
+		char *own = NULL;
+		size_t ocap = 0;
+
+		if (buf_resize(&own, &ocap, cap)) {
+			memcpy(own, c->rbuf, c->rend);
+			c->rbuf = own;
+			c->rcap = ocap;
+			c->rborrowed = false;
+			return true;
+		}
+	} else if (buf_resize(&c->rbuf, &c->rcap, cap)) {
+		return true;
+	}
+	if (c->state != CS_DATA) {
+		logv("connection %d: no memory to read a command: closing", c->fd);
+		return false;
+	}
+	proto_refuse_value(c); /* swallows what is buffered: room again */
+	return conn_rbuf_room(c);    /* now for the swallowing: at most RBUF_MIN */
+}
+
+/* Gives a borrowed scratch buffer back; with @keep, what is left in it
+ * moves to a buffer of the connection's own, of its size to @align, taken
+ * from the pool.  False when that fails (the connection is then closed). */
+static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *borrowed,
+		     size_t align, bool keep)
+{
+	const char *scratch = *buf;
+	size_t left = *end - *start;
+	bool ok = true;
+
+	*buf = NULL;
+	*cap = 0;
+	*borrowed = false;
+	if (keep && left && buf_resize(buf, cap, (left + align - 1) / align * align))
+		memcpy(*buf, scratch + *start, left);
+	else
+		ok = !keep || !left;
+	*start = 0;
+	*end = left;
+	return ok;
+}
+
+/* At the end of an event: scratch buffers go back to the worker, and an
+ * emptied read buffer of the connection's own is freed.  False when the
+ * pool has no room to keep what is in flight. */
+bool conn_settle(struct conn *c, bool keep)
+{
+	bool ok = true;
+
+	if (c->rborrowed) {
+		ok = unborrow(&c->rbuf, &c->rcap, &c->rstart, &c->rend, &c->rborrowed, KEEP_ALIGN,
+			      keep);
+	} else if (keep && c->rstart == c->rend && c->rcap) {
+		conn_buf_free(&c->rbuf, &c->rcap);
+		c->rstart = c->rend = 0;
+	}
+	if (c->wborrowed &&
+	    !unborrow(&c->wbuf, &c->wcap, &c->wstart, &c->wend, &c->wborrowed, KEEP_ALIGN, keep))
+		ok = false;
+	return ok;
+}
+
+void conn_wbuf_borrow(struct conn *c)
+{
+	if (c->wcap == 0) {
+		c->wbuf = c->scratch->w;
+		c->wcap = WBUF_MIN;
+		c->wborrowed = true;
+	}
+}
