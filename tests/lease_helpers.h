@@ -73,6 +73,18 @@ static inline void lease_run_end(void)
 	closedir(d);
 }
 
+/* main() of a lease suite: name the run, run @s as every suite runs
+ * (run_suite()), remove the run's stores. */
+static inline int lease_main(Suite *s)
+{
+	int rc;
+
+	lease_run_begin();
+	rc = run_suite(s);
+	lease_run_end();
+	return rc;
+}
+
 static inline void lease_url(char *buf, size_t size, const char *name)
 {
 	snprintf(buf, size, "shm:%s", name);

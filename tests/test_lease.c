@@ -496,14 +496,5 @@ static Suite *lease_suite(void)
 
 int main(void)
 {
-	SRunner *sr;
-	int failed;
-
-	lease_run_begin();
-	sr = srunner_create(lease_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	lease_run_end();
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return lease_main(lease_suite());
 }
