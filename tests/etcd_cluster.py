@@ -20,11 +20,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from slcache_spawn import free_ports
 
 SKIP = 77
 HEALTH_DEADLINE_S = 60.0
@@ -39,22 +40,15 @@ def etcd_binaries():
     return etcd, etcdctl
 
 
-def free_ports(n):
-    """n distinct ports the kernel says are free now (bound, then released)."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
 _live = []
+
+
+class MemberExited(RuntimeError):
+    """A member's process ended; port_taken: its log says its port was taken."""
+
+    def __init__(self, msg, port_taken):
+        super().__init__(msg)
+        self.port_taken = port_taken
 
 
 def _cleanup_all():
@@ -79,9 +73,6 @@ class EtcdCluster:
         self.n = members
         self.log = log
         self.dir = tempfile.mkdtemp(prefix="sl-etcd-")
-        ports = free_ports(2 * members)
-        self.client = ports[:members]
-        self.peer = ports[members:]
         self.token = token or "sl-%d-%d" % (os.getpid(), int(time.time()))
         self.procs = [None] * members
         _live.append(self)
@@ -89,9 +80,25 @@ class EtcdCluster:
             if signal.getsignal(sig) in (signal.SIG_DFL, signal.default_int_handler):
                 signal.signal(sig, _on_signal)
         try:
-            for i in range(members):
-                self.start(i)
-            self.wait_healthy()
+            # A port the kernel called free may be taken before a member
+            # binds it (another test's client or server): that member exits
+            # with "address already in use", and the cluster starts anew on
+            # other ports.
+            for attempt in range(5):
+                ports = free_ports(2 * members)
+                self.client = ports[:members]
+                self.peer = ports[members:]
+                for i in range(members):
+                    self.start(i)
+                try:
+                    self.wait_healthy()
+                    break
+                except MemberExited as e:
+                    if attempt == 4 or not e.port_taken:
+                        raise
+                    self.stop_all()
+                    for i in range(members):
+                        shutil.rmtree(self.data_dir(i), ignore_errors=True)
         except BaseException:
             self.close()
             raise
@@ -201,15 +208,22 @@ class EtcdCluster:
         raise TimeoutError("no etcd leader within %.0f s" % deadline_s)
 
     def wait_healthy(self, members=None, deadline_s=HEALTH_DEADLINE_S):
+        """Until etcdctl finds @members (all) healthy and each is still our
+        running process: an endpoint whose member exited may be answered by
+        another program that took its port."""
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
-            if self.health(members):
-                return
+            healthy = self.health(members)
             for i in range(self.n):
                 p = self.procs[i]
                 if p is not None and p.poll() is not None and (members is None or i in members):
-                    raise RuntimeError("etcd member e%d exited (%d): see %s" %
-                                       (i, p.returncode, os.path.join(self.dir, "e%d.log" % i)))
+                    log = os.path.join(self.dir, "e%d.log" % i)
+                    with open(log, errors="replace") as f:
+                        taken = "address already in use" in f.read()
+                    raise MemberExited("etcd member e%d exited (%d): see %s" % (i, p.returncode, log),
+                                       taken)
+            if healthy:
+                return
             time.sleep(0.2)
         raise TimeoutError("etcd cluster not healthy within %.0f s" % deadline_s)
 

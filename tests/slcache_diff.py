@@ -27,35 +27,23 @@ import os
 import random
 import re
 import socket
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import slcache_fuzz as fuzz  # noqa: E402 (the generator)
+from slcache_spawn import SpawnError, answers_as, spawn  # noqa: E402
 
 VERSION = re.compile(rb"VERSION [^\r]*")  # each server's own
 SKIP = re.compile(rb"(stats|watch|verbosity|cache_memlimit|quit|me |lru|shutdown|slabs|flush_all)")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(cmd):
-    port = free_port()
-    proc = subprocess.Popen(cmd + ["-l", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("could not start %s" % cmd[0])
+    """Either server, known as ours by its pid in "stats" (slcache_spawn)."""
+    try:
+        proc, ports = spawn(cmd, None, ready=lambda p, ports: answers_as(ports[0], p.pid))
+    except SpawnError as e:
+        raise SystemExit("could not start %s: %s" % (cmd[0], e))
+    return proc, ports[0]
 
 
 def exchange(port, data):

@@ -20,7 +20,6 @@ Without it, it only measures (benchmarks and the figures of issue 15).
 import argparse
 import atexit
 import os
-import random
 import resource
 import selectors
 import signal
@@ -30,6 +29,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from slcache_spawn import SpawnError, spawn
 
 
 LOG = None  # the server's standard error
@@ -55,23 +56,11 @@ def status_kb(pid, field):
 
 
 def start(cmd, log):
-    for _ in range(20):
-        port = random.randrange(20000, 60000)
-        proc = subprocess.Popen(cmd + ["-l", "127.0.0.1", "-p", str(port)],
-                                stderr=log)
-        # Up to 30 s: a loaded machine may start an ASan build slowly.
-        for _ in range(600):
-            if proc.poll() is not None:
-                break
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return proc, port
-            except OSError:
-                time.sleep(0.05)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    fail("could not start %s on a free port" % cmd[0])
+    try:
+        proc, ports = spawn(cmd, log)
+    except SpawnError as e:
+        fail("could not start %s: %s" % (cmd[0], e))
+    return proc, ports[0]
 
 
 class Good(threading.Thread):

@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from slcache_spawn import SpawnError, spawn
+
 DEADLINE = 60.0  # generous: a loaded 2-core machine, an ASan build
 
 TEXT_CMDS = ["get", "gets", "gat", "gats", "set", "add", "replace", "append", "prepend",
@@ -217,27 +219,12 @@ def version_ok(port):
         s.close()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(cmd, log):
-    for _ in range(20):
-        port = free_port()
-        proc = subprocess.Popen(cmd + ["-l", "127.0.0.1", "-p", str(port)], stderr=log,
-                                stdout=subprocess.DEVNULL)
-        end = time.monotonic() + DEADLINE
-        while proc.poll() is None and time.monotonic() < end:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return proc, port
-            except OSError:
-                time.sleep(0.05)
-        proc.kill()
-        proc.wait()
-    raise SystemExit("FAIL: could not start slcache")
+    try:
+        proc, ports = spawn(cmd, log, deadline_s=DEADLINE)
+    except SpawnError as e:
+        raise SystemExit("FAIL: could not start slcache: %s" % e)
+    return proc, ports[0]
 
 
 def main():

@@ -37,7 +37,6 @@ the resident-memory check only.  SIGTERM then stops the server with status
 0.  Every wait is for an event, with a deadline of 60 s.
 """
 import argparse
-import os
 import random
 import resource
 import signal
@@ -46,6 +45,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from slcache_spawn import SpawnError, spawn
 
 DEADLINE = 60.0
 LOG = None
@@ -74,23 +75,13 @@ def status_kb(field):
 
 def start(cmd, metrics=False):
     global PROC, MPORT
-    for _ in range(20):
-        port, MPORT = random.sample(range(20000, 60000), 2)
-        extra = ["--metrics-port", str(MPORT)] if metrics else []
-        PROC = subprocess.Popen(cmd + ["-l", "127.0.0.1", "-p", str(port)] + extra, stderr=LOG)
-        for _ in range(200):
-            if PROC.poll() is not None:
-                break
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=5).close()
-                return port
-            except OSError:
-                time.sleep(0.05)
-        if PROC.poll() is None:
-            PROC.kill()
-        PROC.wait()
-    PROC = None
-    fail("could not start %s on a free port" % cmd[0])
+    extra = (lambda ports: ["--metrics-port", str(ports[1])]) if metrics else None
+    try:
+        PROC, ports = spawn(cmd, LOG, nports=2 if metrics else 1, extra=extra)
+    except SpawnError as e:
+        fail("could not start %s: %s" % (cmd[0], e))
+    MPORT = ports[-1]
+    return ports[0]
 
 
 class Client:

@@ -34,7 +34,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from slcache_lease_lib import (Fail, Load, Sampler, Slcache, free_port,  # noqa: E402
+from slcache_lease_lib import (Fail, Load, Sampler, Slcache,  # noqa: E402
                                softlimitctl, teardown, wait_for)
 
 TENANT = "hog"
@@ -100,10 +100,9 @@ def main():
     procs, sampler, load = [], None, None
     try:
         softlimitctl(ctl, store, "budget", "set", TENANT, "max=%d" % BUDGET)
-        mport = free_port()
         for i in range(3):
-            procs.append(Slcache(binary, args + (["--metrics-port", str(mport)] if i == 0 else []),
-                                 "p%d" % i))
+            procs.append(Slcache(binary, args, "p%d" % i, metrics=i == 0))
+        mport = procs[0].mport
         sampler = Sampler(procs, TENANT, BUDGET)
         sampler.start()
         load = Load(procs, TENANT, nkeys=4 * BUDGET // VALUE, value_size=VALUE,

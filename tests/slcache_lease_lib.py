@@ -18,16 +18,11 @@ import tempfile
 import threading
 import time
 
+from slcache_spawn import SpawnError, spawn
+
 
 class Fail(Exception):
     pass
-
-
-def free_port():
-    """A port free now on 127.0.0.1 (the kernel's pick)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, cond, deadline_s=60.0, step=0.05):
@@ -105,34 +100,23 @@ class Conn:
 class Slcache:
     """One slcache process; its stderr goes to a temporary file."""
 
-    def __init__(self, binary, args, name):
+    def __init__(self, binary, args, name, metrics=False):
         self.name = name
         self.log = tempfile.NamedTemporaryFile(prefix="slcache-lease-%s-" % name, suffix=".log",
                                                delete=False)
         self.proc = None
         self.port = None
-        last = None
-        for _ in range(20):
-            self.port = free_port()
-            self.proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(self.port)] + args,
-                                         stderr=self.log, stdout=subprocess.DEVNULL)
-            t0 = time.monotonic()
-            while self.proc.poll() is None and time.monotonic() - t0 < 30:
-                try:
-                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                    self.stopped = False
-                    self.dead = False
-                    self.conn = Conn(self.port)
-                    return
-                except OSError:
-                    time.sleep(0.05)
-            last = self.proc.poll()
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-            if last not in (None, 1):  # 1: could not listen (port taken): retry
-                break
-        raise Fail("slcache %s did not start (status %s): %s" % (name, last, self.log_tail()))
+        extra = (lambda ports: ["--metrics-port", str(ports[1])]) if metrics else None
+        try:
+            self.proc, ports = spawn([binary] + list(args), self.log, nports=2 if metrics else 1,
+                                     extra=extra)
+        except SpawnError as e:
+            raise Fail("slcache %s did not start: %s" % (name, e))
+        self.port = ports[0]
+        self.mport = ports[1] if metrics else None  # --metrics-port, when asked for
+        self.stopped = False
+        self.dead = False
+        self.conn = Conn(self.port)
 
     def log_tail(self, n=3000):
         try:

@@ -29,11 +29,27 @@ slc_fail() {
 	exit 1
 }
 
+# slc_answers_as PORT PID - the server on PORT says its pid is PID (the
+# "STAT pid" line of "stats", which slcache and memcached both answer).
+slc_answers_as() {
+	(
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf 'stats\r\n' >&3 || exit 1
+		while IFS= read -r -t 5 line <&3; do
+			line=${line%$'\r'}
+			[ "$line" = "STAT pid $2" ] && exit 0
+			[ "$line" = END ] && exit 1
+		done
+		exit 1
+	) 2>/dev/null
+}
+
 # slc_spawn LOG CMD [args...] - start CMD -l 127.0.0.1 -p PORT on a free
 # port, its stderr to LOG: a port another program took makes it exit, so
-# another is tried.  Sets SLC_SPAWN_PID and SLC_SPAWN_PORT; 1 if no port
-# worked.  Up to 30 s for an answer: a loaded machine may start an ASan
-# build slowly.
+# another is tried.  It is ours once the server on PORT answers with our
+# pid: a connect alone may reach the program that took the port.  Sets
+# SLC_SPAWN_PID and SLC_SPAWN_PORT; 1 if no port worked.  Up to 30 s for an
+# answer: a loaded machine may start an ASan build slowly.
 slc_spawn() {
 	local log=$1 try _
 	shift
@@ -43,10 +59,7 @@ slc_spawn() {
 		SLC_SPAWN_PID=$!
 		for _ in $(seq 1 600); do
 			kill -0 "$SLC_SPAWN_PID" 2>/dev/null || break
-			if (exec 3<>"/dev/tcp/127.0.0.1/$SLC_SPAWN_PORT") 2>/dev/null; then
-				kill -0 "$SLC_SPAWN_PID" 2>/dev/null && return 0
-				break
-			fi
+			slc_answers_as "$SLC_SPAWN_PORT" "$SLC_SPAWN_PID" && return 0
 			sleep 0.05
 		done
 		kill -KILL "$SLC_SPAWN_PID" 2>/dev/null || true

@@ -17,12 +17,13 @@ Exits 77 (ctest's skip) when the parser is not installed.
 """
 import atexit
 import os
-import random
 import signal
 import socket
 import subprocess
 import sys
-import time
+import tempfile
+
+from slcache_spawn import SpawnError, spawn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -33,42 +34,27 @@ except ImportError:
     sys.exit(77)
 
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+LOG = tempfile.TemporaryFile()  # the server's standard error
 
 
 def fail(msg, proc=None):
     print("slcache_metrics: FAIL: " + msg)
     if proc is not None:
         proc.kill()
-        err = proc.stderr.read().decode(errors="replace")
+        proc.wait()
+        LOG.seek(0)
+        err = LOG.read().decode(errors="replace")
         print("--- slcache stderr:\n" + err[-3000:])
     sys.exit(1)
 
 
-def connectable(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 def start(binary):
-    for _ in range(20):
-        port, mport = random.sample(range(20000, 60000), 2)
-        proc = subprocess.Popen([binary, "-l", "127.0.0.1", "-p", str(port),
-                                 "--metrics-port", str(mport), "-m", "16"],
-                                stderr=subprocess.PIPE)
-        # Up to 30 s: a loaded machine may start an ASan build slowly.
-        for _ in range(600):
-            if proc.poll() is not None:
-                break
-            if connectable(port) and connectable(mport):
-                return proc, port, mport
-            time.sleep(0.05)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    fail("could not start slcache on free ports")
+    try:
+        proc, ports = spawn([binary, "-m", "16"], LOG, nports=2,
+                            extra=lambda ports: ["--metrics-port", str(ports[1])])
+    except SpawnError as e:
+        fail("could not start slcache: %s" % e)
+    return proc, ports[0], ports[1]
 
 
 def http(mport, request):
