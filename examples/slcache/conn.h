@@ -99,7 +99,7 @@ struct conn {
 
 /* ---- connbuf.c: the buffers ---- */
 
-/** Makes room to read (a pending value whole, else RBUF_MIN); false, to
+/** Makes room to read (a pending value whole, else RBUF_MIN / 2); false, to
  * close the connection, when a command line cannot be kept.  A value that
  * does not fit is refused (proto_refuse_value()). */
 bool conn_rbuf_room(struct conn *c);

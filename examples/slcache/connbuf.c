@@ -136,15 +136,23 @@ void ob_printf(struct conn *c, const char *fmt, ...)
 }
 
 /* Makes room to read: the whole data block of a pending storage command
- * must fit, or at least RBUF_MIN bytes.  A partial request small enough
- * goes back into the worker's scratch buffer (so a client that trickles a
- * line holds only its bytes between events).  A data block that does not
- * fit in the pool is refused (and then swallowed); a command line that
- * does not closes the connection. */
+ * must fit; a command line (or bytes swallowed) needs half of RBUF_MIN
+ * beside what it has.  A partial request small enough goes back into the
+ * worker's scratch buffer (so a client that trickles a line holds only its
+ * bytes between events).  A data block that does not fit in the pool is
+ * refused (and then swallowed); a command line that does not closes the
+ * connection.  Only a line longer than RBUF_MIN / 2 can meet that: a short
+ * one that straddles two reads reads on in the scratch buffer, and takes
+ * no more pool memory than its own kept bytes, which a pool spent by
+ * others still has room for.  (With RBUF_MIN free bytes asked for, any
+ * partial line needed a buffer of its own, and under a spent pool a
+ * client that pipelines sets was closed.) */
 bool conn_rbuf_room(struct conn *c)
 {
 	size_t need = proto_read_need(c), used = c->rend - c->rstart, cap;
 
+	if (c->state != CS_DATA && need > RBUF_MIN / 2)
+		need = RBUF_MIN / 2;
 	if (!c->rborrowed && used + need <= RBUF_MIN && used <= RBUF_MIN / 2) {
 		if (used)
 			memcpy(c->scratch->r, c->rbuf + c->rstart, used);
