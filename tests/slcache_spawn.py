@@ -8,8 +8,8 @@ connect() proves nothing: when another program took the port first, the
 connect reaches that program while our slcache exits with "Address already
 in use" (seen once in 40 runs of the builds' tests side by side).  A port
 taken between the kernel's pick and the server's bind makes it exit, and
-spawn() tries other ports.  memcached, which says nothing
-when it listens, is known by its pid in the answer to "stats" (answers_as()).
+spawn() tries other ports.  memcached, which says nothing when it listens,
+is known by its pid in the answer to "stats" (answers_as()).
 """
 
 import os
