@@ -6,7 +6,7 @@ returns once the server's own standard error says "slcache: listening on",
 which slcache prints after every port it was given is bound.  A successful
 connect() proves nothing: when another program took the port first, the
 connect reaches that program while our slcache exits with "Address already
-in use" (seen once in 40 runs of the builds' tests side by side).  A port
+in use" (seen once in 27 runs of the builds' tests side by side).  A port
 taken between the kernel's pick and the server's bind makes it exit, and
 spawn() tries other ports.  memcached, which says nothing when it listens,
 is known by its pid in the answer to "stats" (answers_as()).
