@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 
-from slcache_spawn import SpawnError, spawn
+from slcache_spawn import SpawnError, request, spawn
 
 DEADLINE = 60.0
 LOG = None
@@ -82,6 +82,19 @@ def start(cmd, metrics=False):
         fail("could not start %s: %s" % (cmd[0], e))
     MPORT = ports[-1]
     return ports[0]
+
+
+def senders(port, n, data, rcvbuf=None):
+    """n connections to @port, each sent @data (with a receive buffer of
+    @rcvbuf bytes, if given), and none read."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.sendall(data)
+        socks.append(s)
+    return socks
 
 
 class Client:
@@ -190,12 +203,7 @@ def multiget(port, check_mb):
     big = bytes(random.getrandbits(8) for _ in range(256)) * 3900
     c.set(b"atk:a", big)
     line = b"get" + b" atk:a" * 120 + b"\r\n"
-    flood = []
-    for _ in range(4):
-        s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        s.sendall(line)
-        flood.append(s)
+    flood = senders(port, 4, line, 65536)
     # The event: the server stops answering them (their sockets are full);
     # get_hits stands still for 10 polls in a row.
     hits, still = [-1], [0]
@@ -244,12 +252,7 @@ def contended(port, check_mb):
     store_quiet(c)
     big = b"b" * 1000000
     c.set(b"atk:a", big)
-    flood = []
-    for _ in range(10):
-        s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        s.sendall(b"get" + b" atk:a" * 100 + b"\r\n")
-        flood.append(s)
+    flood = senders(port, 10, b"get" + b" atk:a" * 100 + b"\r\n", 4096)
 
     def spent():
         st = c.stats()
@@ -295,16 +298,8 @@ def partial(port, check_mb, conns):
 
 
 def scrape():
-    s = socket.create_connection(("127.0.0.1", MPORT), timeout=DEADLINE)
-    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-    data = bytearray()
-    while True:
-        part = s.recv(65536)
-        if not part:
-            break
-        data += part
-    s.close()
-    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    data = request(MPORT, b"GET /metrics HTTP/1.0\r\n\r\n", DEADLINE)
+    head, _, body = data.partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
     length = [int(l.split(b":")[1]) for l in lines if l.lower().startswith(b"content-length:")]
     if lines[0] != b"HTTP/1.0 200 OK" or length != [len(body)] or b"softlimit_usage_bytes" not in body:
@@ -318,17 +313,8 @@ def metrics(port, check_mb):
         c.s.sendall(b"set t%d:k 0 0 1 noreply\r\nx\r\n" % i)
     c.call(b"mn\r\n")
     req = b"GET /metrics HTTP/1.0\r\nHost: slow\r\n\r\n"
-    slow = []
-    for _ in range(300):
-        s = socket.create_connection(("127.0.0.1", MPORT), timeout=DEADLINE)
-        s.sendall(req[:1])
-        slow.append(s)
-    unread = []
-    for _ in range(20):
-        s = socket.create_connection(("127.0.0.1", MPORT), timeout=DEADLINE)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        s.sendall(req)
-        unread.append(s)
+    slow = senders(MPORT, 300, req[:1])
+    unread = senders(MPORT, 20, req, 4096)
     for n in range(10):
         for i, s in enumerate(slow):  # one more byte each, never the end
             try:

@@ -29,13 +29,13 @@ and the highest sum seen against the budget.
 """
 import json
 import os
-import socket
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from slcache_lease_lib import (Fail, Load, Sampler, Slcache,  # noqa: E402
                                softlimitctl, teardown, wait_for)
+from slcache_spawn import request  # noqa: E402
 
 TENANT = "hog"
 BUDGET = 8 << 20
@@ -57,15 +57,7 @@ def lease_of(p):
 def check_metrics(mport):
     """The OpenMetrics scrape carries the lease's families for the budget,
     and parses (strictly, when python3-prometheus-client is there)."""
-    s = socket.create_connection(("127.0.0.1", mport), timeout=10)
-    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
+    data = request(mport, b"GET /metrics HTTP/1.0\r\n\r\n", 10)
     text = data.split(b"\r\n\r\n", 1)[1].decode()
     for fam in ("slcache_lease_share_bytes", "slcache_lease_floor_bytes",
                 "slcache_lease_demand_bytes", "slcache_lease_expires_seconds",

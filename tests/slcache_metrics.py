@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from slcache_spawn import SpawnError, spawn
+from slcache_spawn import SpawnError, request, spawn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -57,18 +57,10 @@ def start(binary):
     return proc, ports[0], ports[1]
 
 
-def http(mport, request):
+def http(mport, raw):
     """Sends the raw request; returns (status line, headers, body) once the
     server closes the connection."""
-    s = socket.create_connection(("127.0.0.1", mport), timeout=30)
-    s.sendall(request)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
+    data = request(mport, raw, 30)
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = {}

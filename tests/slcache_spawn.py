@@ -54,6 +54,19 @@ def answers_as(port, pid):
     return (b"\r\nSTAT pid %d\r\n" % pid) in b"\r\n" + got
 
 
+def request(port, data, timeout):
+    """Sends @data to the server on @port and returns every byte it answers
+    until it closes the connection (an HTTP/1.0 exchange, say)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        got = bytearray()
+        while True:
+            part = s.recv(65536)
+            if not part:
+                return bytes(got)
+            got += part
+
+
 def _since(log, offset):
     """What the file behind @log holds past @offset."""
     fd = log.fileno()
