@@ -480,6 +480,152 @@ START_TEST(a_mutex_held_by_a_stopped_process_times_out_and_holders_fence)
 }
 END_TEST
 
+/* ---- the stats at every change of a lease (the publish hook) ---- */
+
+#define WATCHED 3
+
+/* What the hook saw; it runs on the thread that changed the lease. */
+static struct watch {
+	sl_group *g[WATCHED];
+	struct child_ctl want[WATCHED]; /* only .want: the demand's steer */
+	uint64_t shown[WATCHED];        /* the share the last publish showed */
+	atomic_int bad;                 /* the line of the first failed check */
+	char what[200];
+	atomic_uint raises_shown, floors_shown_first;
+} watch;
+
+#define WATCH_CHECK(cond, ...)                                                                 \
+	do {                                                                                   \
+		int zero_ = 0;                                                                 \
+		if (!(cond) && atomic_compare_exchange_strong(&watch.bad, &zero_, __LINE__))  \
+			snprintf(watch.what, sizeof(watch.what), __VA_ARGS__);                 \
+	} while (0)
+
+static void watch_publish(struct sl_lease *l)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct sl_lease_stats st;
+	struct sl_limits lim;
+	size_t n = 0, i, k;
+
+	for (k = 0; k < WATCHED && watch.g[k] != l->g; k++)
+		;
+	if (k == WATCHED)
+		return;
+	if (sl_lease_stats(l, &st) || sl_group_limits(l->g, &lim)) {
+		WATCH_CHECK(0, "stats or limits failed");
+		return;
+	}
+	/* The group never holds a max that the stats did not show first. */
+	WATCH_CHECK(lim.max <= st.share && lim.max <= watch.shown[k],
+		    "group %zu: max %" PRIu64 ", shown %" PRIu64 " now and %" PRIu64 " before", k,
+		    lim.max, st.share, watch.shown[k]);
+	if (st.share > lim.max)
+		atomic_fetch_add(&watch.raises_shown, 1);
+	/* The store never counts less than the stats show. */
+	if (sl_lease_budget_participants(l->s, l->budget, p, LEASE_MAXP, &n) == 0) {
+		for (i = 0; i < n && i < LEASE_MAXP; i++) {
+			if (strncmp(p[i].id, l->id, SL_LEASE_ID_MAX))
+				continue;
+			WATCH_CHECK(p[i].share >= st.share && p[i].floor >= st.floor,
+				    "group %zu: the store counts %" PRIu64 " floor %" PRIu64
+				    ", the stats show %" PRIu64 " floor %" PRIu64,
+				    k, p[i].share, p[i].floor, st.share, st.floor);
+			if (p[i].floor > st.floor)
+				atomic_fetch_add(&watch.floors_shown_first, 1);
+		}
+	}
+	watch.shown[k] = st.share;
+}
+
+/* Charge @g up to its max, as a cache fills its share. */
+static void fill_to_max(sl_group *g)
+{
+	struct sl_limits lim = limits_of(g);
+	struct sl_stats gs;
+
+	ck_assert_int_eq(sl_group_stats(g, &gs), 0);
+	if (gs.usage < lim.max)
+		(void)sl_charge(g, lim.max - gs.usage, SL_NORECLAIM);
+}
+
+static uint64_t filled_share(sl_lease *l, int k)
+{
+	fill_to_max(watch.g[k]);
+	return lease_stats_of(l).share;
+}
+
+START_TEST(the_stats_show_a_raise_before_the_group_has_it_and_a_cut_before_the_store)
+{
+	struct sl_ops ops = { .reclaim = free_some };
+	struct sl_lease_opts o;
+	struct sl_limits lim;
+	sl_lease *l[WATCHED] = { NULL };
+	sl_lease_store *s;
+	sl_tree *t;
+	pthread_t th;
+	char name[64];
+	unsigned raises, floors;
+	int k, round, bad;
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "b", 1000, 500, 300);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	sl_limits_init(&lim);
+	for (k = 0; k < WATCHED; k++) {
+		char gname[8];
+
+		snprintf(gname, sizeof(gname), "g%d", k);
+		ck_assert_int_eq(sl_group_create(sl_tree_root(t), gname, &lim, &ops, NULL, &watch.g[k]),
+				 0);
+		watch.shown[k] = UINT64_MAX;
+	}
+	sl__lease_publish_hook = watch_publish;
+	lease_fast_opts(&o);
+	/* Deferred: from the first publish on, the lease governs the group. */
+	o.flags = SL_LEASE_DEFERRED;
+	o.demand = child_demand;
+	for (k = 0; k < 2; k++) {
+		o.demand_ctx = &watch.want[k];
+		ck_assert_int_eq(sl_lease_join(s, "b", watch.g[k], &o, &l[k]), 0);
+	}
+	start_thread(&th, child_run, s);
+	for (round = 0; round < 3; round++) {
+		/* Shares move one way, then the other: raises and cuts. */
+		atomic_store(&watch.want[0].want, WANT_MORE);
+		atomic_store(&watch.want[1].want, WANT_IDLE);
+		WAIT_FOR(filled_share(l[0], 0) >= 600, "the first group's share to grow");
+		atomic_store(&watch.want[0].want, WANT_IDLE);
+		atomic_store(&watch.want[1].want, WANT_MORE);
+		WAIT_FOR(filled_share(l[1], 1) >= 600, "the second group's share to grow");
+		/* A third joins: every floor falls (300 / 3), then rises as it leaves. */
+		o.demand_ctx = &watch.want[2];
+		ck_assert_int_eq(sl_lease_join(s, "b", watch.g[2], &o, &l[2]), 0);
+		WAIT_FOR(lease_stats_of(l[0]).floor == 100 && lease_stats_of(l[1]).floor == 100,
+			 "the floors to fall");
+		ck_assert_int_eq(sl_lease_leave(l[2]), 0);
+		watch.shown[2] = UINT64_MAX;
+		WAIT_FOR(lease_stats_of(l[0]).floor == 150, "the floors to rise");
+	}
+	sl_lease_stop(s);
+	join_thread(th);
+	bad = atomic_load(&watch.bad);
+	ck_assert_msg(bad == 0, "line %d: %s", bad, watch.what);
+	/* Both orders were exercised, not only checked when they happened. */
+	raises = atomic_load(&watch.raises_shown);
+	floors = atomic_load(&watch.floors_shown_first);
+	ck_assert_uint_gt(raises, 0);
+	ck_assert_uint_gt(floors, 0);
+	sl__lease_publish_hook = NULL;
+	for (k = 0; k < 2; k++)
+		ck_assert_int_eq(sl_lease_leave(l[k]), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
 static Suite *lease_shm_suite(void)
 {
 	Suite *s = suite_create("lease_shm");
@@ -492,6 +638,7 @@ static Suite *lease_shm_suite(void)
 	tcase_add_test(tc, a_stopped_process_keeps_its_share_stalled_until_it_wakes);
 	tcase_add_test(tc, a_process_dead_with_the_mutex_held_leaves_the_store_whole);
 	tcase_add_test(tc, a_mutex_held_by_a_stopped_process_times_out_and_holders_fence);
+	tcase_add_test(tc, the_stats_show_a_raise_before_the_group_has_it_and_a_cut_before_the_store);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -42,7 +42,7 @@
  *  - etcd: a node cannot tell a stalled peer from a dead one.  A record lives
  *    under an etcd lease of ttl_ms (rounded up to whole seconds, at least 2 s);
  *    when it runs out, the node counts at its floor only, and the node, on
- *    waking, applies its floor before it renews.
+ *    waking, applies its floor before its next store call.
  * The timing assumption (etcd): a holder's stall, plus the renewal's round
  * trip, plus the time to lower its group's max (sl_group_set_limits(), which
  * holds for every later charge at once) must be shorter than margin_ms; and
@@ -293,6 +293,9 @@ SL_API void sl_lease_stop(sl_lease_store *s);
 struct sl_lease_stats {
 	uint64_t share;        /* the share applied to the group now (its local max)   */
 	uint64_t floor;        /* what it falls to if it cannot renew                  */
+	/* share and floor are current at every change: a raise shows just
+	 * before the group has it, a cut or a lowered floor before the store
+	 * hears of it. */
 	uint64_t demand;       /* the demand it last reported                          */
 	uint64_t usage;        /* the usage it last reported                           */
 	int64_t expires_ms;    /* ms until its own view of its lease ends (<0: ended)  */

@@ -27,13 +27,22 @@ static struct sl_lease *leased;
 /* The longest ttl a lease may ask for: one hour. */
 #define TTL_MAX_MS 3600000u
 
+void (*sl__lease_publish_hook)(struct sl_lease *l);
+
+/*
+ * What sl_lease_stats() reads, published at every change of the share, the
+ * floor or the state, not only at the end of a step: a raise shows before
+ * the group may use it and a cut or a lowered floor before the store hears
+ * of it, so the figures never show less than the group may hold nor more
+ * than the store counts for it.
+ */
 void sl__lease_publish(struct sl_lease *l)
 {
 	sl_lease_store *s = l->s;
 
 	pthread_mutex_lock(&s->stat_lock);
 	l->pub = l->counts;
-	l->pub.share = l->applied;
+	l->pub.share = max_u64(l->applied, l->raising);
 	l->pub.floor = l->floor;
 	l->pub.usage = l->usage;
 	l->pub.demand = l->demand;
@@ -41,6 +50,8 @@ void sl__lease_publish(struct sl_lease *l)
 	l->pub_expiry_ns = l->expiry_ns;
 	l->pub_registered = l->registered;
 	pthread_mutex_unlock(&s->stat_lock);
+	if (sl__lease_publish_hook)
+		sl__lease_publish_hook(l);
 }
 
 void sl__lease_group_read(sl_group *g, uint64_t *counter, uint64_t *events_max)
@@ -68,6 +79,10 @@ int sl__lease_apply(struct sl_lease *l, uint64_t share)
 		soft = (uint64_t)((unsigned __int128)l->blim.soft * share / l->blim.max);
 	lim.soft = min_u64(soft, lim.max);
 	lim.min = min_u64(l->orig.min, lim.max);
+	if (share > l->applied) {
+		l->raising = share;
+		sl__lease_publish(l);
+	}
 	rc = sl_group_set_limits(l->g, &lim);
 	/* -EBUSY: the new max is in force, reclaim did not reach it yet; the
 	 * group's usage is read after this and reported as it is. */
@@ -75,6 +90,8 @@ int sl__lease_apply(struct sl_lease *l, uint64_t share)
 		rc = 0;
 	if (!rc)
 		l->applied = share;
+	l->raising = 0;
+	sl__lease_publish(l);
 	return rc;
 }
 
@@ -86,6 +103,7 @@ void sl__lease_fence(struct sl_lease *l)
 	sl__lease_apply(l, min_u64(l->applied, l->floor));
 	l->state = SL_LEASE_FENCED;
 	l->counts.fences++;
+	sl__lease_publish(l);
 }
 
 /* What the store counts for everyone but @id, and how many of them are live. */

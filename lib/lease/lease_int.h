@@ -69,6 +69,7 @@ struct sl_lease {
 	uint64_t incarnation;
 	uint64_t held, floor;  /* as the store has them (floor: as low as any the store may have) */
 	uint64_t applied;      /* the share the group's max follows now */
+	uint64_t raising;      /* a raise of applied under way: shown before it holds */
 	uint64_t usage, demand; /* as last reported */
 	uint64_t events_max;   /* the group's events_max at the last step */
 	int64_t expiry_ns;     /* the end of our own view of the lease (CLOCK_MONOTONIC) */
@@ -139,5 +140,13 @@ int sl__lease_shm_test_lock(sl_lease_store *s);
 /* The totals kept beside the tables, and what the tables say they are. */
 int sl__lease_shm_test_totals(sl_lease_store *s, uint32_t kept[2], uint32_t counted[2]);
 void sl__lease_shm_test_crash_locked(sl_lease_store *s) __attribute__((noreturn));
+
+/*
+ * Test hook of every lease (tests/lease_node.c): called on the thread that
+ * changed @l, right after each publish (under s->lock, stat_lock released),
+ * so that a test process mirrors sl_lease_stats() at the instant of any
+ * change: a SIGSTOP then never finds a mirror older than the lease.
+ */
+extern void (*sl__lease_publish_hook)(struct sl_lease *l);
 
 #endif /* SL_LEASE_INT_H */

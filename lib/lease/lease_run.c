@@ -102,8 +102,7 @@ static int target_of(const struct sl__lease_view *v, const char *id, uint64_t my
 }
 
 /* One period of a registered lease whose record is in @v. */
-static void renew(struct sl_lease *l, const struct sl__lease_view *v, const struct sl__lease_rec *me,
-		  int64_t now)
+static void renew(struct sl_lease *l, const struct sl__lease_view *v, const struct sl__lease_rec *me)
 {
 	struct sl__lease_rec rec;
 	uint64_t c, ev, t, ft, h = sl__lease_rec_counted(me), held2, floor2;
@@ -111,9 +110,6 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 	int64_t sent;
 	int rc;
 
-	/* Waking after a stall past our own view: the floor first. */
-	if (now >= l->expiry_ns && l->state != SL_LEASE_FENCED)
-		sl__lease_fence(l);
 	/* The store never counts less than the group may hold (it cannot,
 	 * but a store that says so is obeyed first). */
 	if (l->applied > h)
@@ -145,8 +141,10 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 	floor2 = min_u64(ft, held2);
 	if (floor2 > me->floor)
 		grows = true;
-	else if (floor2 < l->floor)
+	else if (floor2 < l->floor) {
 		l->floor = floor2; /* a lower floor applies here before the store has it */
+		sl__lease_publish(l);
+	}
 
 	memset(&rec, 0, sizeof(rec));
 	memcpy(rec.id, l->id, sizeof(rec.id));
@@ -204,9 +202,13 @@ void sl__lease_step(struct sl_lease *l)
 {
 	struct sl__lease_view v;
 	const struct sl__lease_rec *me;
-	int64_t now = sl__lease_now_ns();
-	int rc = sl__store_read(l->s, l->budget, &v);
+	int rc;
 
+	/* Our own view ended (waking after a stall, a slow store): the floor
+	 * first, before a store round trip, which may take the whole margin. */
+	if (l->registered && sl__lease_now_ns() >= l->expiry_ns)
+		sl__lease_fence(l);
+	rc = sl__store_read(l->s, l->budget, &v);
 	if (rc == -ENOENT) {
 		if (l->registered && v.incarnation && v.incarnation != l->incarnation) {
 			store_reset(l);
@@ -220,7 +222,7 @@ void sl__lease_step(struct sl_lease *l)
 	}
 	if (rc) {
 		l->counts.store_errors++;
-		if (l->registered && now >= l->expiry_ns)
+		if (l->registered && sl__lease_now_ns() >= l->expiry_ns)
 			sl__lease_fence(l);
 		sl__lease_publish(l);
 		return;
@@ -233,7 +235,7 @@ void sl__lease_step(struct sl_lease *l)
 	if (!l->registered)
 		rejoin(l, &v);
 	else
-		renew(l, &v, me, now);
+		renew(l, &v, me);
 	sl__lease_view_free(&v);
 	sl__lease_publish(l);
 }
