@@ -18,9 +18,10 @@ set_tests_properties(etcd_store PROPERTIES
     LABELS "etcd" TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "CK_DEFAULT_TIMEOUT=120")
 
 # One participant of a leased budget, driven by the fault tests: the public
-# API only (libsoftlimit-lease).
+# API, and the internal objects for one test hook (its status block mirrors
+# the lease at every change).
 add_executable(lease_node lease_node.c)
-target_link_libraries(lease_node PRIVATE softlimit::lease softlimit::softlimit Threads::Threads)
+target_link_libraries(lease_node PRIVATE softlimit_lease_internal Threads::Threads)
 
 # The fleet's faults (issue Fleet), each against its own 3-member cluster:
 # the budget's sum is sampled every 10 ms and never over twice in a row.

@@ -14,11 +14,14 @@ The invariant, sampled every 10 ms one node after another: the usages of
 the nodes whose leases run plus the floors of the others sum to at most the
 budget's max.  A node that is stopped or dead counts its last published
 share (its usage can be no more) until its own view of its lease ends, then
-its floor; a stalled node counts its live usage again from two periods
-after it wakes.  One sample over the budget is tolerated (the samples are
-not one instant), two in a row fail the test.  Every wait is for an event,
-with a generous deadline; no rate or time window is asserted.  Exit 77
-(skip) when etcd is not installed.
+its floor; a stalled node counts its live usage again once it has fenced or
+renewed after waking.  A node's status block mirrors its lease at every
+change (tests/lease_node.c), and a stopped node is read only once every one
+of its threads has stopped, so the block is the node's state at the stop.
+One sample over the budget is tolerated (the samples are not one instant),
+two in a row fail the test.  Every wait is for an event, with a generous
+deadline; no rate or time window is asserted.  Exit 77 (skip) when etcd is
+not installed.
 """
 import argparse
 import mmap
@@ -49,6 +52,7 @@ SAMPLE_S = 0.010
 (ST_SEQ, ST_PID, ST_USAGE, ST_SHARE, ST_FLOOR, ST_STATE, ST_EXPIRES, ST_RESETS, ST_FENCES,
  ST_RENEWALS, ST_ERRORS, ST_GRANTS, ST_SHRINKS, ST_MONO_NS, ST_DEMAND, ST_MAX) = range(16)
 HELD, FENCED = 1, 2
+ST_BYTES = 3 * 128  # the version count, then two slots of 16 words
 
 
 def log(msg):
@@ -69,7 +73,6 @@ class Node:
         self.mode = "live"   # live | frozen (stopped or dead) | waking
         self.frozen = None
         self.own_end = 0.0
-        self.wake_until = 0.0
         out = open(os.path.join(workdir, "n%d.out" % idx), "wb")
         err = open(self.err_path, "wb")
         self.proc = subprocess.Popen(
@@ -85,16 +88,17 @@ class Node:
         if self.map is None:
             try:
                 with open(self.status_path, "rb") as f:
-                    if os.fstat(f.fileno()).st_size < 128:
+                    if os.fstat(f.fileno()).st_size < ST_BYTES:
                         return None
-                    self.map = mmap.mmap(f.fileno(), 128, prot=mmap.PROT_READ)
+                    self.map = mmap.mmap(f.fileno(), ST_BYTES, prot=mmap.PROT_READ)
             except FileNotFoundError:
                 return None
         for _ in range(100):
+            # Version n is complete in slot n % 2 while the count stays n.
             s1 = struct.unpack_from("<Q", self.map, 0)[0]
-            v = struct.unpack_from("<16Q", self.map, 0)
+            v = struct.unpack_from("<16Q", self.map, 128 * (1 + s1 % 2))
             s2 = struct.unpack_from("<Q", self.map, 0)[0]
-            if s1 == s2 and s1 % 2 == 0 and s1 > 0:
+            if s1 == s2 and s1 > 0 and v[ST_SEQ] == s1:
                 self.last = v
                 return v
         return self.last
@@ -102,17 +106,42 @@ class Node:
     def counted(self, now):
         with self.lock:
             mode = self.mode
-        if mode == "live" or (mode == "waking" and now >= self.wake_until):
-            v = self.read()
+            v = self.read() if mode != "frozen" else None
+            if mode == "waking" and v and (v[ST_FENCES] > self.frozen[ST_FENCES] or
+                                           v[ST_RENEWALS] > self.frozen[ST_RENEWALS]):
+                # Its first step after waking: the floor first if its own
+                # view ended, or a renewal; from now on its usage is its own.
+                self.mode = mode = "live"
+        if mode == "live":
             return v[ST_USAGE] if v else 0
         return self.frozen[ST_SHARE] if now < self.own_end else self.frozen[ST_FLOOR]
 
+    def stopped(self):
+        """Every thread of the node is stopped (state T in /proc)."""
+        task = "/proc/%d/task" % self.proc.pid
+        try:
+            for tid in os.listdir(task):
+                with open(os.path.join(task, tid, "stat")) as f:
+                    # The state follows the command name's closing parenthesis.
+                    if f.read().rsplit(")", 1)[1].split()[0] not in "tT":
+                        return False
+        except FileNotFoundError:
+            return False
+        return True
+
     def freeze(self, sig):
-        """Stop or kill the node; from now on it counts by its last status."""
+        """Stop or kill the node; from now on it counts by its last status,
+        read once the signal has taken hold of every thread."""
         with self.lock:
             self.proc.send_signal(sig)
             if sig == signal.SIGKILL:
                 self.proc.wait()
+            else:
+                end = time.monotonic() + DEADLINE_S
+                while not self.stopped():
+                    if time.monotonic() > end:
+                        raise AssertionError("node %d did not stop" % self.idx)
+                    time.sleep(0.001)
             v = self.read()
             self.frozen = v
             # Its own view of its lease ends expires_ms after that status.
@@ -125,7 +154,6 @@ class Node:
     def wake(self):
         with self.lock:
             self.proc.send_signal(signal.SIGCONT)
-            self.wake_until = time.monotonic() + 2 * PERIOD_MS / 1e3
             self.mode = "waking"
 
     def stop(self):

@@ -12,10 +12,17 @@
  * at the share evicts and a lowered share shrinks the group.  The demand is
  * re-read from FILE.demand when that file exists (the test moves it).
  *
- * FILE is a shared status block (16 little-endian u64, a sequence count
- * first: odd while being written) published every 2 ms, so that the test
- * samples every node's usage without asking it.  Each second a status line
- * goes to stdout; a store reset is logged on stderr the moment it is seen.
+ * FILE is a shared status block (a version count, then two slots of 16
+ * little-endian u64 at words 16 and 32: version n is in slot n % 2, so a
+ * writer stopped in the middle of a write leaves the last complete version
+ * readable; a reader keeps a slot when the count did not move) published
+ * every 2 ms, so that the test
+ * samples every node's usage without asking it, and by the lease thread at
+ * every change of the lease (the library's test hook), so that a node
+ * stopped anywhere leaves a block no older than its lease: a shrink or a
+ * lowered floor shows before the store hears of it, a grant before the
+ * group uses it.  Each second a status line goes to stdout; a store reset
+ * is logged on stderr the moment it is seen.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,8 +41,11 @@
 #include <softlimit/lease.h>
 #include <softlimit/softlimit.h>
 
+#include "lease_int.h"
+
 #define UNIT 10u
 #define ST_WORDS 16
+#define ST_FILE_WORDS (3 * ST_WORDS) /* the count, then slots at 16 and 32 */
 
 enum {
 	ST_SEQ, ST_PID, ST_USAGE, ST_SHARE, ST_FLOOR, ST_STATE, ST_EXPIRES, ST_RESETS,
@@ -47,6 +57,8 @@ static _Atomic uint64_t charged;      /* units this node holds (its "items") */
 static _Atomic uint64_t demand_units;
 static atomic_bool stopping;
 static _Atomic uint64_t *status;
+/* Two writers: the main loop and the lease thread's hook. */
+static pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t evict(sl_group *g, uint64_t target, void *ctx)
 {
@@ -124,10 +136,14 @@ static void publish(sl_lease *l)
 	struct sl_stats gs;
 	struct sl_limits lim;
 	uint64_t v[ST_WORDS] = { 0 };
-	uint64_t seq = atomic_load_explicit(&status[ST_SEQ], memory_order_relaxed);
+	uint64_t seq;
 
-	if (sl_lease_stats(l, &ls) || sl_group_stats(group, &gs) || sl_group_limits(group, &lim))
+	pthread_mutex_lock(&status_lock);
+	seq = atomic_load_explicit(&status[ST_SEQ], memory_order_relaxed);
+	if (sl_lease_stats(l, &ls) || sl_group_stats(group, &gs) || sl_group_limits(group, &lim)) {
+		pthread_mutex_unlock(&status_lock);
 		return;
+	}
 	v[ST_PID] = (uint64_t)getpid();
 	v[ST_USAGE] = gs.usage + gs.stocked;
 	v[ST_SHARE] = ls.share;
@@ -142,13 +158,16 @@ static void publish(sl_lease *l)
 	v[ST_SHRINKS] = ls.shrinks;
 	v[ST_DEMAND] = ls.demand;
 	v[ST_MAX] = lim.max;
-	/* A seqlock: odd while written; the reader retries on a change. */
-	atomic_store_explicit(&status[ST_SEQ], seq + 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
+	/* Version seq + 1 into the slot the count does not name, then the
+	 * count: a reader copies the named slot, kept if the count held. */
+	seq++;
+	v[ST_SEQ] = seq;
 	v[ST_MONO_NS] = mono_ns();
-	for (int i = 1; i < ST_WORDS; i++)
-		atomic_store_explicit(&status[i], v[i], memory_order_relaxed);
-	atomic_store_explicit(&status[ST_SEQ], seq + 2, memory_order_release);
+	for (int i = 0; i < ST_WORDS; i++)
+		atomic_store_explicit(&status[ST_WORDS * (1 + seq % 2) + i], v[i],
+				      memory_order_relaxed);
+	atomic_store_explicit(&status[ST_SEQ], seq, memory_order_release);
+	pthread_mutex_unlock(&status_lock);
 }
 
 static void *lease_thread(void *arg)
@@ -226,9 +245,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	fd = open(status_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0 || ftruncate(fd, ST_WORDS * 8) != 0)
+	if (fd < 0 || ftruncate(fd, ST_FILE_WORDS * 8) != 0)
 		return 1;
-	status = mmap(NULL, ST_WORDS * 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	status = mmap(NULL, ST_FILE_WORDS * 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (status == MAP_FAILED)
 		return 1;
 	atomic_store(&demand_units, strtoull(opt(argc, argv, "--demand", "0"), NULL, 0));
@@ -242,6 +261,7 @@ int main(int argc, char **argv)
 	lo.period_ms = (uint32_t)strtoul(opt(argc, argv, "--period", "200"), NULL, 0);
 	lo.ttl_ms = (uint32_t)strtoul(opt(argc, argv, "--ttl", "2000"), NULL, 0);
 	lo.margin_ms = (uint32_t)strtoul(opt(argc, argv, "--margin", "1000"), NULL, 0);
+	sl__lease_publish_hook = publish;
 	/* Join on the lease thread: the cluster may be electing a leader. */
 	lo.flags = SL_LEASE_DEFERRED;
 	rc = sl_lease_join(s, budget, group, &lo, &l);
