@@ -217,6 +217,18 @@ def stat(n, field):
     return v[field] if v else 0
 
 
+def shares_at_one_instant(nodes):
+    """The nodes' shares summed at one instant: two passes over their
+    statuses that find every version unchanged overlap in time."""
+    end = time.monotonic() + DEADLINE_S
+    while time.monotonic() < end:
+        first = [n.read() for n in nodes]
+        second = [n.read() for n in nodes]
+        if all(a and b and a[ST_SEQ] == b[ST_SEQ] for a, b in zip(first, second)):
+            return sum(v[ST_SHARE] for v in second)
+    raise AssertionError("the nodes' statuses never held still for two passes")
+
+
 def set_budget(args, url):
     subprocess.run([args.node, "--store", url, "--set-budget", BUDGET, "--max", str(MAX),
                     "--min", str(MIN), "--soft", str(MAX // 2)], check=True, timeout=120)
@@ -300,11 +312,23 @@ def scenario(name, args, cl, url, nodes, work, figures):
         wait_for("the new node holds a lease", lambda: stat(nodes[-1], ST_STATE) == HELD)
     elif name == "node-stall":
         victim = nodes[0]
+        # The case under test: a floor that stays counted.  A node's floor
+        # settles a few periods after the last join (a raise is a grow, and
+        # grows race), so the stall waits for every floor to be min / N.
+        part = MIN // NODES
+        wait_for("every node's floor is its part of min (%d)" % part,
+                 lambda: all(stat(n, ST_FLOOR) == part for n in nodes))
         fences = stat(victim, ST_FENCES)
         log("SIGSTOP node 0 for three TTLs (share %d)" % stat(victim, ST_SHARE))
         victim.freeze(signal.SIGSTOP)
+        floor = victim.frozen[ST_FLOOR]
         time.sleep(3 * TTL_MS / 1e3)
-        figures["others_share_in_stall"] = sum(stat(n, ST_SHARE) for n in nodes[1:])
+        others = shares_at_one_instant(nodes[1:])
+        figures["floor_in_stall"] = floor
+        figures["others_share_in_stall"] = others
+        if others + floor > MAX:
+            raise AssertionError("the others hold %d in the stall, past max %d less node 0's "
+                                 "floor %d" % (others, MAX, floor))
         log("SIGCONT node 0")
         victim.wake()
         wait_for("node 0 fell to its floor on waking", lambda: stat(victim, ST_FENCES) > fences)
