@@ -283,6 +283,38 @@ START_TEST(a_killed_process_share_is_free_at_once_for_the_others)
 }
 END_TEST
 
+/*
+ * Stop child @i (hot, with its share) for sure before the test goes on (a
+ * step of its own could otherwise still shrink it), and outside the store's
+ * mutex.  A stop that lands in the middle of one of its store calls leaves
+ * the mutex held, and every other store call times out: the case of
+ * a_mutex_held_by_a_stopped_process_times_out_and_holders_fence, not this
+ * one's (seen once, TSan under load).  Then it is woken, allowed its
+ * share back (its own view may have ended while the store timed out), and
+ * stopped again.
+ */
+static void stop_outside_the_mutex(sl_lease_store *s, struct ctl *c, int i)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	size_t n;
+	int tries, rc, status;
+
+	for (tries = 0;; tries++) {
+		ck_assert_msg(tries < 100, "child %d stopped inside the store's mutex 100 times", i);
+		ck_assert_int_eq(kill(c->c[i].pid, SIGSTOP), 0);
+		status = 0;
+		ck_assert_int_eq(waitpid(c->c[i].pid, &status, WUNTRACED), c->c[i].pid);
+		ck_assert(WIFSTOPPED(status));
+		rc = sl_lease_budget_participants(s, c->budget, p, LEASE_MAXP, &n);
+		if (rc == 0)
+			return;
+		ck_assert_int_eq(rc, -ETIMEDOUT);
+		fprintf(stderr, "child %d was stopped inside the store's mutex: again\n", i);
+		ck_assert_int_eq(kill(c->c[i].pid, SIGCONT), 0);
+		WAIT_FOR(share_of(s, c, 3000, c->c[i].pid) >= 3000 * 3 / 4, "the share back");
+	}
+}
+
 START_TEST(a_stopped_process_keeps_its_share_stalled_until_it_wakes)
 {
 	struct sl_lease_participant p[LEASE_MAXP];
@@ -301,15 +333,7 @@ START_TEST(a_stopped_process_keeps_its_share_stalled_until_it_wakes)
 	WAIT_FOR(share_of(s, c, 3000, c->c[0].pid) >= 3000 * 3 / 4, "child 0's share");
 
 	/* Stopped past its ttl: alive, so its memory still counts. */
-	ck_assert_int_eq(kill(c->c[0].pid, SIGSTOP), 0);
-	/* Stopped for sure before the other asks for more (a step of its
-	 * own could otherwise still shrink it). */
-	{
-		int status = 0;
-
-		ck_assert_int_eq(waitpid(c->c[0].pid, &status, WUNTRACED), c->c[0].pid);
-		ck_assert(WIFSTOPPED(status));
-	}
+	stop_outside_the_mutex(s, c, 0);
 	atomic_store(&c->c[1].want, WANT_MORE);
 	WAIT_FOR((n = lease_parts(s, c->budget, p), lease_check_parts(p, n, 3000),
 		  (me = of_pid(p, n, c->c[0].pid)) && me->state == SL_LEASE_STALLED),
