@@ -36,6 +36,11 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The longest one call to the real store may take: a loaded machine (an
+ * ASan build beside four busy loops) once took a write past 5 s; a passing
+ * run never waits it out. */
+#define STORE_TIMEOUT_MS 30000
+
 /* A store under a prefix of its own (the test's name and the pid). */
 static void *open_at(const char *hosts, const char *tag, uint32_t timeout_ms)
 {
@@ -93,7 +98,7 @@ END_TEST
 
 START_TEST(budgets_are_set_read_listed_and_deleted)
 {
-	void *st = open_at(endpoints(), "budgets", 5000);
+	void *st = open_at(endpoints(), "budgets", STORE_TIMEOUT_MS);
 	static const char *names[] = { "b", "a.b", "a", "a-b", "z:1" };
 	char list[8][SL_LEASE_NAME_MAX];
 	struct sl_limits l = limits(1000, 300), got;
@@ -137,7 +142,7 @@ END_TEST
 
 START_TEST(grows_compare_the_version_and_renewals_do_not)
 {
-	void *st = open_at(endpoints(), "grow", 5000);
+	void *st = open_at(endpoints(), "grow", STORE_TIMEOUT_MS);
 	struct sl_limits l = limits(1000, 200);
 	struct sl__lease_view v, w;
 	struct sl__lease_rec a, b;
@@ -191,7 +196,7 @@ END_TEST
 /* The record of a participant that stops renewing expires; its floor stays. */
 START_TEST(an_expired_record_counts_its_floor_and_comes_back_only_within_it)
 {
-	void *st = open_at(endpoints(), "expire", 5000);
+	void *st = open_at(endpoints(), "expire", STORE_TIMEOUT_MS);
 	struct sl_limits l = limits(1000, 200);
 	struct sl__lease_view v;
 	struct sl__lease_rec a;
@@ -240,7 +245,7 @@ END_TEST
 /* Everything under the prefix deleted, as a wiped cluster: a new incarnation. */
 START_TEST(a_wiped_store_is_a_new_incarnation)
 {
-	void *st = open_at(endpoints(), "wipe", 5000);
+	void *st = open_at(endpoints(), "wipe", STORE_TIMEOUT_MS);
 	struct sl_limits l = limits(1000, 200);
 	struct sl__lease_view v, w;
 	struct sl__lease_rec a, b;
