@@ -15,14 +15,13 @@
  * FILE is a shared status block (a version count, then two slots of 16
  * little-endian u64 at words 16 and 32: version n is in slot n % 2, so a
  * writer stopped in the middle of a write leaves the last complete version
- * readable; a reader keeps a slot when the count did not move) published
- * every 2 ms, so that the test
- * samples every node's usage without asking it, and by the lease thread at
- * every change of the lease (the library's test hook), so that a node
- * stopped anywhere leaves a block no older than its lease: a shrink or a
- * lowered floor shows before the store hears of it, a grant before the
- * group uses it.  Each second a status line goes to stdout; a store reset
- * is logged on stderr the moment it is seen.
+ * readable; a reader keeps a slot when the count did not move).  It is
+ * published every 2 ms, so that the test samples every node's usage without
+ * asking it, and by the lease thread at every change of the lease (the
+ * library's test hook), so that a node stopped anywhere leaves a block no
+ * older than its lease: a shrink or a lowered floor shows before the store
+ * hears of it, a grant before the group uses it.  Each second a status line
+ * goes to stdout; a store reset is logged on stderr the moment it is seen.
  */
 #define _GNU_SOURCE
 #include <errno.h>

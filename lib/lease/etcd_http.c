@@ -303,14 +303,15 @@ int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t
 		curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)per);
 		cc = curl_easy_perform(c->curl);
 		if (cc != CURLE_OK) {
+			int err = curl_rc(cc);
+
 			/* An attempt that the call's own deadline cut short (begun
 			 * with little time left) says nothing about the members
 			 * when an earlier attempt already did: on a loaded machine
 			 * a refused member's last try may not even connect. */
-			if (curl_rc(cc) == -ETIMEDOUT && attempt > 0 && per == left &&
-			    per < ETCD_ATTEMPT_MIN_MS)
+			if (err == -ETIMEDOUT && attempt > 0 && per == left && per < ETCD_ATTEMPT_MIN_MS)
 				continue;
-			last = curl_rc(cc);
+			last = err;
 			if (last == -ETIMEDOUT)
 				timed_out = true;
 			if (last == -ENOMEM) {
