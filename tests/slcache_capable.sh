@@ -34,7 +34,9 @@ fi
 
 run_capable() {
 	local out passed failed
-	out=$("$CAPABLE" -a -h 127.0.0.1 -p "$SLC_PORT" 2>&1) || true
+	# -t: its own bound on one reply is 2 s, which an ASan server beside busy
+	# loops once took (errno 110 on "ascii replace"); a passing run never waits.
+	out=$("$CAPABLE" -a -t 60 -h 127.0.0.1 -p "$SLC_PORT" 2>&1) || true
 	printf '%s\n' "$out"
 	passed=$(grep -c '\[pass\]' <<<"$out" || true)
 	failed=$(grep -c '\[FAIL\]' <<<"$out" || true)

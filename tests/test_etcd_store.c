@@ -41,6 +41,19 @@ static int64_t now_ms(void)
  * run never waits it out. */
 #define STORE_TIMEOUT_MS 30000
 
+/* The ttl of a record a case needs live through its next calls.  With a
+ * ttl of 2 s, a record ran out between a write and the read after it on a
+ * loaded machine, and the read showed it at its floor. */
+#define LIVE_TTL_MS 600000
+
+/* The ttl of the record a case waits to see run out. */
+#define SHORT_TTL_MS 2000
+
+/* The ttl of the registration that starts a wiped store's quarantine, which
+ * lasts three ttls (15 s): the case's next calls fall within it unless the
+ * machine is very slow, and the case then checks what it still can. */
+#define QUARANTINE_TTL_MS 5000
+
 /* A store under a prefix of its own (the test's name and the pid). */
 static void *open_at(const char *hosts, const char *tag, uint32_t timeout_ms)
 {
@@ -118,7 +131,7 @@ START_TEST(budgets_are_set_read_listed_and_deleted)
 	/* A record under "a" must not show in the list. */
 	ck_assert_int_eq(ops->read(st, "a", &v), 0);
 	r = rec_of(st, 10, 5);
-	ck_assert_int_eq(ops->write(st, "a", &r, 2000, true, v.version, v.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "a", &r, LIVE_TTL_MS, true, v.version, v.incarnation), 0);
 	sl__lease_view_free(&v);
 	ck_assert_int_eq(ops->budget_list(st, list, 8, &n), 0);
 	ck_assert_uint_eq(n, 5);
@@ -155,9 +168,9 @@ START_TEST(grows_compare_the_version_and_renewals_do_not)
 	a = rec_of(st, 400, 100);
 	b = rec_of(st, 300, 100);
 	ck_assert_str_ne(a.id, b.id);
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, true, v.version, v.incarnation), 0);
 	/* b read before a grew: its grow must fail. */
-	ck_assert_int_eq(ops->write(st, "t", &b, 2000, true, v.version, v.incarnation), -EAGAIN);
+	ck_assert_int_eq(ops->write(st, "t", &b, LIVE_TTL_MS, true, v.version, v.incarnation), -EAGAIN);
 	ck_assert_int_eq(ops->read(st, "t", &w), 0);
 	ck_assert_uint_gt(w.version, v.version);
 	ck_assert_uint_eq(w.n, 1);
@@ -168,18 +181,18 @@ START_TEST(grows_compare_the_version_and_renewals_do_not)
 	ck_assert_uint_eq(w.recs[0].demand, 400);
 	ck_assert_int_eq(w.recs[0].state, SL_LEASE_HELD);
 	ck_assert_int_gt(w.recs[0].expires_ms, 0);
-	ck_assert_int_eq(ops->write(st, "t", &b, 2000, true, w.version, w.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "t", &b, LIVE_TTL_MS, true, w.version, w.incarnation), 0);
 	/* A renewal or a shrink needs no compare. */
 	a.held = 350;
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, false, v.version, w.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, false, v.version, w.incarnation), 0);
 	sl__lease_view_free(&v);
 	ck_assert_int_eq(ops->read(st, "t", &v), 0);
 	ck_assert_uint_eq(v.n, 2);
 	ck_assert_uint_eq(v.version, w.version + 1);
 	/* A changed budget bumps the version: a grow on the old view fails. */
 	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), -EAGAIN);
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation + 1),
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, true, v.version, v.incarnation), -EAGAIN);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, true, v.version, v.incarnation + 1),
 			 -ESTALE);
 	ck_assert_int_eq(ops->remove(st, "t", a.id), 0);
 	ck_assert_int_eq(ops->remove(st, "t", a.id), -ENOENT);
@@ -206,7 +219,7 @@ START_TEST(an_expired_record_counts_its_floor_and_comes_back_only_within_it)
 	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
 	ck_assert_int_eq(ops->read(st, "t", &v), 0);
 	a = rec_of(st, 400, 100);
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "t", &a, SHORT_TTL_MS, true, v.version, v.incarnation), 0);
 	sl__lease_view_free(&v);
 	while (!fenced && now_ms() < deadline) {
 		ck_assert_int_eq(ops->read(st, "t", &v), 0);
@@ -223,16 +236,16 @@ START_TEST(an_expired_record_counts_its_floor_and_comes_back_only_within_it)
 	}
 	ck_assert_msg(fenced, "the record did not expire within 60 s");
 	/* Back at its old share without a compare: refused. */
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, false, 0, v.incarnation), -EAGAIN);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, false, 0, v.incarnation), -EAGAIN);
 	/* At its floor: accepted, live again. */
 	a.held = 100;
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, false, 0, v.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, false, 0, v.incarnation), 0);
 	ck_assert_int_eq(ops->read(st, "t", &v), 0);
 	ck_assert_int_eq(v.recs[0].state, SL_LEASE_HELD);
 	ck_assert_uint_eq(v.recs[0].held, 100);
 	/* And it grows again the ordinary way. */
 	a.held = 500;
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, true, v.version, v.incarnation), 0);
 	sl__lease_view_free(&v);
 	ck_assert_int_eq(ops->remove(st, "t", a.id), 0);
 	ck_assert_int_eq(ops->read(st, "t", &v), 0);
@@ -250,40 +263,53 @@ START_TEST(a_wiped_store_is_a_new_incarnation)
 	struct sl__lease_view v, w;
 	struct sl__lease_rec a, b;
 	char cmd[1024];
-	int64_t deadline;
+	int64_t deadline, t0;
 	int rc;
 
 	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
 	ck_assert_int_eq(ops->read(st, "t", &v), 0);
 	a = rec_of(st, 400, 100);
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, v.version, v.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, true, v.version, v.incarnation), 0);
+	/* etcdctl's own bound on the call is 5 s: as long as the store's here. */
 	snprintf(cmd, sizeof(cmd),
-		 "ETCDCTL_API=3 etcdctl --endpoints=%s del --prefix sltest-%ld-wipe/ >/dev/null",
-		 endpoints(), (long)getpid());
+		 "ETCDCTL_API=3 etcdctl --endpoints=%s --dial-timeout=%ds --command-timeout=%ds "
+		 "del --prefix sltest-%ld-wipe/ >/dev/null",
+		 endpoints(), STORE_TIMEOUT_MS / 1000, STORE_TIMEOUT_MS / 1000, (long)getpid());
 	ck_assert_int_eq(system(cmd), 0);
 	/* Gone, but not deleted: the view's incarnation says the store is new. */
 	ck_assert_int_eq(ops->read(st, "t", &w), -ENOENT);
 	ck_assert_uint_ne(w.incarnation, 0);
 	ck_assert_uint_ne(w.incarnation, v.incarnation);
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, false, v.version, v.incarnation), -ESTALE);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, false, v.version, v.incarnation), -ESTALE);
 	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
 	ck_assert_int_eq(ops->read(st, "t", &w), 0);
 	ck_assert_uint_ne(w.incarnation, v.incarnation);
 	ck_assert_uint_eq(w.n, 0);
 	/* a held a record in the old store: it registers again, and while the
 	 * quarantine this starts runs, others register but nothing grows. */
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, w.version, w.incarnation), 0);
+	t0 = now_ms();
+	ck_assert_int_eq(ops->write(st, "t", &a, QUARANTINE_TTL_MS, true, w.version, w.incarnation),
+			 0);
 	sl__lease_view_free(&w);
 	ck_assert_int_eq(ops->read(st, "t", &w), 0);
 	b = rec_of(st, 100, 100);
-	ck_assert_int_eq(ops->write(st, "t", &b, 2000, true, w.version, w.incarnation), 0);
+	ck_assert_int_eq(ops->write(st, "t", &b, LIVE_TTL_MS, true, w.version, w.incarnation), 0);
 	sl__lease_view_free(&w);
 	ck_assert_int_eq(ops->read(st, "t", &w), 0);
 	ck_assert_uint_eq(w.n, 2);
 	a.held = 500;
-	ck_assert_int_eq(ops->write(st, "t", &a, 2000, true, w.version, w.incarnation), -EAGAIN);
-	deadline = now_ms() + 60000;
-	while ((rc = ops->write(st, "t", &a, 2000, true, w.version, w.incarnation)) == -EAGAIN &&
+	rc = ops->write(st, "t", &a, LIVE_TTL_MS, true, w.version, w.incarnation);
+	/* Granted after t0, the quarantine cannot have ended before t0 plus
+	 * three ttls: a grow that went through sooner is a defect.  (On a
+	 * machine slow enough to get here later, the grow may go through.) */
+	if (rc == 0)
+		ck_assert_msg(now_ms() - t0 >= 3 * QUARANTINE_TTL_MS,
+			      "a record grew %lld ms into a quarantine of %d ms",
+			      (long long)(now_ms() - t0), 3 * QUARANTINE_TTL_MS);
+	else
+		ck_assert_int_eq(rc, -EAGAIN);
+	deadline = now_ms() + 3 * QUARANTINE_TTL_MS + 60000;
+	while ((rc = ops->write(st, "t", &a, LIVE_TTL_MS, true, w.version, w.incarnation)) == -EAGAIN &&
 	       now_ms() < deadline)
 		usleep(100000);
 	ck_assert_int_eq(rc, 0);
