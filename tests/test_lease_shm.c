@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "lease_helpers.h"
@@ -145,13 +146,24 @@ static void __attribute__((noreturn)) child_main(struct ctl *c, int i)
 	_exit(0);
 }
 
+/* In a child: it dies with the test.  A check that fails in the test leaves
+ * without reaping its children, and a child left running would hold the
+ * suite's output open until ctest's timeout. */
+static void die_with_parent(pid_t parent)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(4);
+}
+
 static pid_t spawn(struct ctl *c, int i)
 {
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 
 	ck_assert_int_ge(pid, 0);
-	if (pid == 0)
+	if (pid == 0) {
+		die_with_parent(parent);
 		child_main(c, i);
+	}
 	c->c[i].pid = pid;
 	return pid;
 }
@@ -361,13 +373,14 @@ END_TEST
  * the middle of a write or waits to be killed. */
 static pid_t spawn_locker(struct ctl *c, bool crash, atomic_int *locked)
 {
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		sl_lease_store *s = NULL;
 		char url[128];
 
+		die_with_parent(parent);
 		lease_url(url, sizeof(url), c->name);
 		if (sl_lease_store_open(url, NULL, &s))
 			_exit(2);
