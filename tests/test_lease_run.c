@@ -347,7 +347,7 @@ START_TEST(a_deleted_budget_orphans_the_lease_with_its_share_frozen_until_set_ag
 	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
 	a.g = reclaimable_group(t, "a", SL_UNLIMITED);
 	ck_assert_int_eq(sl_charge(a.g, 400, 0), 0);
-	lease_fast_opts(&o);
+	lease_steady_opts(&o);
 	o.demand = demand_hook;
 	o.demand_ctx = &a;
 	ck_assert_int_eq(sl_lease_join(s, "b", a.g, &o, &a.l), 0);
@@ -453,7 +453,7 @@ START_TEST(a_wiped_store_fences_holders_to_their_floor_and_they_rejoin)
 	budget_make(s, "b", 1000, 0, 400);
 	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
 	a.g = reclaimable_group(t, "a", SL_UNLIMITED);
-	lease_fast_opts(&o);
+	lease_steady_opts(&o);
 	o.demand = demand_hook;
 	o.demand_ctx = &a;
 	ck_assert_int_eq(sl_lease_join(s, "b", a.g, &o, &a.l), 0);
@@ -583,6 +583,7 @@ START_TEST(threads_with_stocks_never_take_the_sum_past_max_while_shares_move)
 	sl_lease_store *s;
 	sl_tree *t;
 	sl_group *parent;
+	uint64_t held, counted;
 	char name[64];
 	int i, j, round;
 
@@ -642,11 +643,23 @@ START_TEST(threads_with_stocks_never_take_the_sum_past_max_while_shares_move)
 	checker_stop(&chk);
 	ck_assert_msg(atomic_load(&all.peak) <= MAX, "the groups held %" PRIu64 " > max %d at once",
 		      atomic_load(&all.peak), MAX);
+	/* The store counts at least what the groups hold.  Not each group's
+	 * share: a cut (a fence, when the run thread was kept off the CPU past
+	 * its view) lowers the max at once, and only the first thread's memory
+	 * can be reclaimed, so a group may end above its share, still counted
+	 * in full by the store. */
+	for (i = 0, held = 0; i < 2; i++) {
+		struct sl_stats gs = stats_of(parts[i].g);
+
+		held += gs.usage + gs.stocked;
+	}
+	counted = lease_check(s, "b", MAX);
+	ck_assert_msg(held <= counted, "the groups hold %" PRIu64 ", the store counts %" PRIu64,
+		      held, counted);
 	for (i = 0; i < 2; i++) {
 		struct sl_stats gs = stats_of(parts[i].g);
 		uint64_t left = 0;
 
-		ck_assert_uint_le(gs.usage + gs.stocked, lease_stats_of(parts[i].l).share);
 		ck_assert_int_eq(sl_lease_leave(parts[i].l), 0);
 		for (j = 0; j < NT; j++)
 			left += atomic_load(&hosts[i][j].held);
