@@ -15,7 +15,7 @@ add_test(NAME etcd_store
          COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 1 --
                  $<TARGET_FILE:test_etcd_store>)
 set_tests_properties(etcd_store PROPERTIES
-    LABELS "etcd" TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "CK_DEFAULT_TIMEOUT=120")
+    LABELS "etcd" TIMEOUT ${SL_SUITE_TIMEOUT} SKIP_RETURN_CODE 77 ENVIRONMENT "${SL_SUITE_ENV}")
 
 # One participant of a leased budget, driven by the fault tests: the public
 # API, and the internal objects for one test hook (its status block mirrors
@@ -31,5 +31,5 @@ foreach(fault node-kill node-stall member-kill all-down wipe)
            COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_faults.py
                    --node $<TARGET_FILE:lease_node> ${fault})
   set_tests_properties(etcd_fault_${fault} PROPERTIES
-      LABELS "etcd" TIMEOUT 300 SKIP_RETURN_CODE 77 RESOURCE_LOCK etcd_cluster)
+      LABELS "etcd" TIMEOUT ${SL_SUITE_TIMEOUT} SKIP_RETURN_CODE 77 RESOURCE_LOCK etcd_cluster)
 endforeach()
