@@ -191,6 +191,10 @@ struct sl_tree {
 	 * it looks at them; a keep that sees it move rechecks its limits
 	 * (stock.c).  Written that rarely, so it may share this line. */
 	sl_atomic32 limits_gen;
+	/* Odd while a setter stores a group's limits, under limits_lock:
+	 * sl_group_limits() reads a whole set between two equal even
+	 * values (limits.c).  Written as rarely. */
+	sl_atomic32 limits_seq;
 
 	/* ---- written by reclaimers, read by charges at max ---- */
 	_Alignas(SL__CACHELINE) sl_atomic64 progress; /* units every reclaim of the tree freed */
@@ -211,6 +215,9 @@ struct sl_tree {
 	_Atomic(sl_group *) oc_members;   /* the same for overcommitted protection */
 	/* Checks and takes of claims (reclaim.c); never held while a callback runs. */
 	pthread_mutex_t claim_lock;
+	/* Setters of any group's limits take turns (limits.c); a leaf: taken
+	 * last, nothing is called while it is held. */
+	pthread_mutex_t limits_lock;
 	sl_oom_fn oom_fn;         /* under lock */
 	void *oom_ctx;
 	sl_group **hash;

@@ -102,6 +102,12 @@ int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out)
 		pthread_mutex_destroy(&t->lock);
 		goto nomem;
 	}
+	if (pthread_mutex_init(&t->limits_lock, NULL) != 0) {
+		pthread_mutex_destroy(&t->claim_lock);
+		pthread_mutex_destroy(&t->index_lock);
+		pthread_mutex_destroy(&t->lock);
+		goto nomem;
+	}
 	t->policy_id = opts->policy;
 	t->policy = policy;
 	t->prot = opts->policy == SL_POLICY_PROTECTION;
@@ -147,6 +153,7 @@ void sl_tree_destroy(sl_tree *t)
 		free(g);
 		g = next;
 	}
+	pthread_mutex_destroy(&t->limits_lock);
 	pthread_mutex_destroy(&t->claim_lock);
 	pthread_mutex_destroy(&t->index_lock);
 	pthread_mutex_destroy(&t->lock);
@@ -304,17 +311,6 @@ int sl_group_destroy(sl_group *g)
 	g->magic = SL__GROUP_DEAD;
 	pthread_mutex_unlock(&t->lock);
 	free(g);
-	return 0;
-}
-
-int sl_group_limits(const sl_group *g, struct sl_limits *out)
-{
-	if (!sl__group_valid(g) || !out)
-		return -EINVAL;
-	out->min = sl__load(&g->min, SL_RELAXED);
-	out->soft = sl__load(&g->soft, SL_RELAXED);
-	out->high = sl__load(&g->high, SL_RELAXED);
-	out->max = sl__load(&g->max, SL_RELAXED);
 	return 0;
 }
 

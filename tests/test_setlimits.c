@@ -388,6 +388,117 @@ START_TEST(a_max_lowered_during_a_keep_holds_for_the_kept_units)
 }
 END_TEST
 
+/* ---- setters of one group, all at once ---- */
+
+/* Two whole sets, each valid, each a mix of the other's fields is not
+ * (soft or min of the first above the max of the second, or a set
+ * written by nobody). */
+static const struct sl_limits big_set = { .min = 80, .soft = 90, .high = 95, .max = 100 };
+static const struct sl_limits small_set = { .min = 8, .soft = 9, .high = 10, .max = 10 };
+
+/* Counts, not time: every thread goes on until the others did their
+ * share too, so setters and readers overlap however the machine schedules
+ * them (a mix lasts a few instructions: the more they overlap, the surer
+ * an interleaving store shows). */
+enum { SETTERS = 2, READERS = 2, SETS_EACH = 100000, READS_EACH = 200000 };
+
+static bool limits_eq(const struct sl_limits *a, const struct sl_limits *b)
+{
+	return a->min == b->min && a->soft == b->soft && a->high == b->high && a->max == b->max;
+}
+
+static bool limits_written(const struct sl_limits *l)
+{
+	return limits_eq(l, &big_set) || limits_eq(l, &small_set);
+}
+
+struct setters_race {
+	sl_group *g;
+	struct gate start;
+	atomic_int setting; /* setters not done yet */
+	atomic_int reading; /* readers not done with their share yet */
+	atomic_int ids;     /* numbers the setters */
+};
+
+static void *setter_thread(void *arg)
+{
+	struct setters_race *r = arg;
+	/* Each setter starts on its own set, so that they disagree. */
+	int id = atomic_fetch_add(&r->ids, 1);
+
+	gate_wait(&r->start);
+	for (long i = 0; i < SETS_EACH || atomic_load(&r->reading) > 0; i++) {
+		const struct sl_limits *lim = (i + id) % 2 ? &big_set : &small_set;
+
+		T_CHECK(sl_group_set_limits(r->g, lim) == 0, "set %ld failed", i);
+	}
+	atomic_fetch_sub(&r->setting, 1);
+	return NULL;
+}
+
+/* One read of g's limits, through both calls that give them. */
+static void read_one_set(sl_group *g, long n)
+{
+	struct sl_limits l;
+	struct sl_stats st;
+
+	T_CHECK(sl_group_limits(g, &l) == 0, "sl_group_limits");
+	T_CHECK(limits_written(&l),
+		"read min %" PRIu64 " soft %" PRIu64 " high %" PRIu64 " max %" PRIu64 ", a set nobody wrote",
+		l.min, l.soft, l.high, l.max);
+	if (n % 16 == 0) {
+		T_CHECK(sl_group_stats(g, &st) == 0, "sl_group_stats");
+		T_CHECK(limits_written(&st.limits),
+			"stats: min %" PRIu64 " soft %" PRIu64 " high %" PRIu64 " max %" PRIu64
+			", a set nobody wrote",
+			st.limits.min, st.limits.soft, st.limits.high, st.limits.max);
+	}
+}
+
+static void *limits_reader_thread(void *arg)
+{
+	struct setters_race *r = arg;
+	long n;
+
+	gate_wait(&r->start);
+	for (n = 0; n < READS_EACH; n++)
+		read_one_set(r->g, n);
+	atomic_fetch_sub(&r->reading, 1);
+	for (; atomic_load(&r->setting) > 0; n++)
+		read_one_set(r->g, n);
+	return NULL;
+}
+
+/* Regression: concurrent sl_group_set_limits() of one group stored their
+ * fields interleaved, leaving soft or min above max; readers saw mixes. */
+START_TEST(concurrent_setters_of_one_group_apply_whole_sets)
+{
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	sl_group *g = group_new_lim(sl_tree_root(t), "g", &big_set);
+	struct setters_race r = { .g = g, .setting = SETTERS, .reading = READERS };
+	pthread_t th[SETTERS + READERS];
+	struct sl_limits end;
+
+	thread_failure_reset();
+	gate_init(&r.start);
+	for (int i = 0; i < SETTERS + READERS; i++)
+		start_thread(&th[i], i < SETTERS ? setter_thread : limits_reader_thread, &r);
+	gate_open(&r.start);
+	for (int i = 0; i < SETTERS + READERS; i++)
+		join_thread(th[i]);
+	gate_destroy(&r.start);
+	ASSERT_NO_THREAD_FAILURE();
+	ck_assert_int_eq(sl_group_limits(g, &end), 0);
+	ck_assert_msg(limits_written(&end),
+		      "%s: the group ended with min %" PRIu64 " soft %" PRIu64 " high %" PRIu64
+		      " max %" PRIu64 ", a set nobody wrote",
+		      test_batch_name(_i), end.min, end.soft, end.high, end.max);
+	ck_assert_int_eq(sl_group_destroy(g), 0);
+	assert_tree_ok(t);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 static Suite *setlimits_suite(void)
 {
 	Suite *s = suite_create("setlimits");
@@ -405,6 +516,11 @@ static Suite *setlimits_suite(void)
 	tcase_add_loop_test(tc, a_max_lowered_while_another_thread_holds_a_stock_holds_for_it, 0, 2 * NCTX);
 	tcase_add_loop_test(tc, a_high_lowered_while_another_thread_holds_a_stock_holds_for_it, 0, 2 * NCTX);
 	tcase_add_test(tc, a_max_lowered_during_a_keep_holds_for_the_kept_units);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("concurrent setters");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, concurrent_setters_of_one_group_apply_whole_sets, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 	return s;
 }

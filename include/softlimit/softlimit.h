@@ -252,12 +252,22 @@ SL_API int sl_group_destroy(sl_group *g);
  * usage is still above the new max after the stocks went back and reclaim
  * (inside a reclaim callback or a walk, which do not reclaim, whenever
  * usage is above it then).
- * Thread-safe; charges running concurrently see either the old or the new
- * value of each limit.  May call reclaim callbacks, as sl_reclaim().
+ * Thread-safe; a set of limits is applied whole: concurrent calls for one
+ * group take turns (a lock of the tree's, held while the four values are
+ * stored and never while reclaiming), so the group ends with one caller's
+ * set, never a mix, and sl_group_limits() never sees one.  Charges running
+ * concurrently see either the old or the new value of each limit (they
+ * take no lock).  May call reclaim callbacks, as sl_reclaim().
  */
 SL_API int sl_group_set_limits(sl_group *g, const struct sl_limits *lim);
 
-/** sl_group_limits() - copy @g's limits to @out.  -EINVAL for NULL arguments. */
+/**
+ * sl_group_limits() - copy @g's limits to @out: one whole set, as one
+ * sl_group_set_limits() (or the group's creation) stored it, even while
+ * other threads set them.  -EINVAL for NULL arguments.  Thread-safe;
+ * lock-free unless a setter of the tree is storing limits, then it waits
+ * for that setter's store.
+ */
 SL_API int sl_group_limits(const sl_group *g, struct sl_limits *out);
 
 /** sl_group_name() - @g's name (the root's is ""); valid while @g lives.  NULL for NULL. */
