@@ -101,6 +101,10 @@ struct sl_group {
 	sl_atomic32 pins;
 	sl_atomic32 low_seq;      /* last reclaim that counted a low event here */
 	sl_atomic32 in_callback;  /* a reclaim is running this group's callback */
+	/* sl_group_hold()s not yet released, under tree->lock: while
+	 * nonzero, sl_group_destroy() refuses (another library, a lease,
+	 * holds a pointer to the group). */
+	uint32_t holds;
 	/* Units that reclaims in flight are asking callbacks in this subtree
 	 * for: what concurrent reclaimers see as already taken. */
 	sl_atomic64 claimed;

@@ -278,7 +278,7 @@ int sl_group_destroy(sl_group *g)
 		pthread_mutex_unlock(&t->lock);
 		sched_yield();
 	}
-	rc = g->nr_children ? -EBUSY : 0;
+	rc = g->nr_children || g->holds ? -EBUSY : 0;
 	if (rc == 0) {
 		/* Give the stocks' units back and fold their ledgers into
 		 * local, so that count and local say exactly what the host
@@ -312,6 +312,45 @@ int sl_group_destroy(sl_group *g)
 	pthread_mutex_unlock(&t->lock);
 	free(g);
 	return 0;
+}
+
+/*
+ * Holds are counted under the topology lock, which sl_group_destroy()
+ * judges them under: a hold either comes before the destroy's judgement
+ * (which then refuses) or after the group is gone (the caller's bug, as
+ * any call on a destroyed group).
+ */
+static int change_holds(sl_group *g, bool hold)
+{
+	sl_tree *t;
+	bool locked;
+	int rc = 0;
+
+	if (!sl__group_valid(g))
+		return -EINVAL;
+	t = g->tree;
+	locked = !sl__walking(t); /* inside a walk the lock is ours */
+	if (locked)
+		pthread_mutex_lock(&t->lock);
+	if (hold && g->holds == UINT32_MAX)
+		rc = -EOVERFLOW;
+	else if (!hold && g->holds == 0)
+		rc = -EINVAL;
+	else
+		g->holds += hold ? 1 : (uint32_t)-1;
+	if (locked)
+		pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int sl_group_hold(sl_group *g)
+{
+	return change_holds(g, true);
+}
+
+int sl_group_unhold(sl_group *g)
+{
+	return change_holds(g, false);
 }
 
 const char *sl_group_name(const sl_group *g)

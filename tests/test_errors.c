@@ -563,6 +563,43 @@ static int reclaim_unknown_flags(struct fx *f)
 	return (int)sl_reclaim(f->a, 100, 1u << 9);
 }
 
+static int hold_null(struct fx *f)
+{
+	(void)f;
+	return sl_group_hold(NULL);
+}
+
+static int unhold_null(struct fx *f)
+{
+	(void)f;
+	return sl_group_unhold(NULL);
+}
+
+/* A release without a hold is a caller bug: refused, no hold goes negative
+ * (the fixture's destroys at the end still work). */
+static int unhold_not_held(struct fx *f)
+{
+	return sl_group_unhold(f->c);
+}
+
+static int unhold_more_than_held(struct fx *f)
+{
+	ck_assert_int_eq(sl_group_hold(f->c), 0);
+	ck_assert_int_eq(sl_group_unhold(f->c), 0);
+	return sl_group_unhold(f->c);
+}
+
+/* Refused while held; the group is left as it was, and released. */
+static int group_destroy_held(struct fx *f)
+{
+	int rc;
+
+	ck_assert_int_eq(sl_group_hold(f->c), 0);
+	rc = sl_group_destroy(f->c);
+	ck_assert_int_eq(sl_group_unhold(f->c), 0);
+	return rc;
+}
+
 struct bad_case {
 	const char *what;
 	int (*call)(struct fx *f);
@@ -600,6 +637,11 @@ static const struct bad_case cases[] = {
 	{ "sl_group_destroy(root)", group_destroy_root, -EINVAL, 0 },
 	{ "sl_group_destroy(group with a child)", group_destroy_with_child, -EBUSY, 0 },
 	{ "sl_group_destroy(group with charges)", group_destroy_with_charges, -EBUSY, 0 },
+	{ "sl_group_destroy(held group)", group_destroy_held, -EBUSY, 0 },
+	{ "sl_group_hold(NULL)", hold_null, -EINVAL, 0 },
+	{ "sl_group_unhold(NULL)", unhold_null, -EINVAL, 0 },
+	{ "sl_group_unhold(group never held)", unhold_not_held, -EINVAL, 0 },
+	{ "sl_group_unhold once more than held", unhold_more_than_held, -EINVAL, 0 },
 	{ "sl_group_set_limits(NULL, lim)", set_limits_null_group, -EINVAL, 0 },
 	{ "sl_group_set_limits(g, NULL)", set_limits_null_limits, -EINVAL, 0 },
 	{ "sl_group_set_limits min > max", set_limits_min_above_max, -EINVAL, 0 },

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Trees and groups: defaults, creation, names, topology accessors, destroy
- * rules, limits round trips and the version (softlimit.h).
+ * rules and holds, limits round trips and the version (softlimit.h).
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -439,6 +439,105 @@ START_TEST(tree_destroy_frees_groups_that_are_still_charged)
 }
 END_TEST
 
+/* ---- holds ---- */
+
+/* Regression (a lease's group destroyed under its run thread): a held
+ * group is not destroyed, and is once released. */
+START_TEST(destroy_of_a_held_group_is_ebusy_until_released)
+{
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	sl_group *p = group_new(sl_tree_root(t), "p", SL_UNLIMITED);
+	sl_group *g = group_new(p, "g", 1000);
+	sl_group *found = NULL;
+
+	ck_assert_int_eq(sl_group_hold(g), 0);
+	ck_assert_int_eq(sl_group_destroy(g), -EBUSY);
+	/* Nothing changed: the group is there and works. */
+	ck_assert_int_eq(sl_group_lookup(sl_tree_root(t), "p/g", &found), 0);
+	ck_assert_ptr_eq(found, g);
+	ck_assert_int_eq(sl_charge(g, 10, 0), 0);
+	ck_assert_int_eq(sl_uncharge(g, 10), 0);
+	ck_assert_int_eq(sl_group_unhold(g), 0);
+	ck_assert_int_eq(sl_group_destroy(g), 0);
+	ck_assert_int_eq(sl_group_lookup(sl_tree_root(t), "p/g", &found), -ENOENT);
+	ck_assert_int_eq(sl_group_destroy(p), 0);
+	assert_empty(sl_tree_root(t), "root");
+	sl_tree_destroy(t);
+}
+END_TEST
+
+START_TEST(holds_count_each_holder_releases_its_own)
+{
+	sl_tree *t = tree_new(0, SL_UNLIMITED);
+	sl_group *g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+
+	ck_assert_int_eq(sl_group_hold(g), 0);
+	ck_assert_int_eq(sl_group_hold(g), 0);
+	ck_assert_int_eq(sl_group_unhold(g), 0);
+	ck_assert_int_eq(sl_group_destroy(g), -EBUSY); /* one holder left */
+	ck_assert_int_eq(sl_group_unhold(g), 0);
+	ck_assert_int_eq(sl_group_unhold(g), -EINVAL); /* no hold left to give back */
+	ck_assert_int_eq(sl_group_destroy(g), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+/* A held parent keeps its children free to go; the root may be held, and
+ * still only goes with its tree. */
+START_TEST(holds_are_of_one_group_and_the_root_may_be_held)
+{
+	sl_tree *t = tree_new(0, SL_UNLIMITED);
+	sl_group *p = group_new(sl_tree_root(t), "p", SL_UNLIMITED);
+	sl_group *c = group_new(p, "c", SL_UNLIMITED);
+
+	ck_assert_int_eq(sl_group_hold(p), 0);
+	ck_assert_int_eq(sl_group_destroy(c), 0);
+	ck_assert_int_eq(sl_group_destroy(p), -EBUSY);
+	ck_assert_int_eq(sl_group_unhold(p), 0);
+	ck_assert_int_eq(sl_group_destroy(p), 0);
+
+	ck_assert_int_eq(sl_group_hold(sl_tree_root(t)), 0);
+	ck_assert_int_eq(sl_group_destroy(sl_tree_root(t)), -EINVAL);
+	ck_assert_int_eq(sl_group_unhold(sl_tree_root(t)), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+static int hold_and_release_visitor(sl_group *g, unsigned depth, void *arg)
+{
+	(void)arg;
+	if (depth == 0)
+		return 0;
+	if (sl_group_hold(g) != 0 || sl_group_destroy(g) != -EBUSY || sl_group_unhold(g) != 0)
+		return 1;
+	return 0;
+}
+
+/* Inside a walk the tree's lock is the walker's: holds do not deadlock. */
+START_TEST(holds_work_inside_a_walk)
+{
+	sl_tree *t = tree_new(0, SL_UNLIMITED);
+	sl_group *g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+
+	ck_assert_int_eq(sl_group_walk(sl_tree_root(t), hold_and_release_visitor, NULL), 0);
+	ck_assert_int_eq(sl_group_destroy(g), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+/* Run under ASan: the tree frees held groups too (the host stops holders first). */
+START_TEST(tree_destroy_frees_held_groups)
+{
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	sl_group *g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+
+	ck_assert_int_eq(sl_group_hold(g), 0);
+	ck_assert_int_eq(sl_group_hold(g), 0);
+	ck_assert_int_eq(sl_charge(g, 100, 0), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* ---- limits ---- */
 
 START_TEST(set_limits_round_trips_through_limits_and_stats)
@@ -558,6 +657,14 @@ static Suite *tree_suite(void)
 	tcase_add_loop_test(tc, destroy_with_charges_is_ebusy_until_uncharged, 0, SL_TEST_NBATCH);
 	tcase_add_test(tc, destroy_root_is_einval);
 	tcase_add_loop_test(tc, tree_destroy_frees_groups_that_are_still_charged, 0, SL_TEST_NBATCH);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("holds");
+	tcase_add_loop_test(tc, destroy_of_a_held_group_is_ebusy_until_released, 0, SL_TEST_NBATCH);
+	tcase_add_test(tc, holds_count_each_holder_releases_its_own);
+	tcase_add_test(tc, holds_are_of_one_group_and_the_root_may_be_held);
+	tcase_add_test(tc, holds_work_inside_a_walk);
+	tcase_add_loop_test(tc, tree_destroy_frees_held_groups, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("limits");

@@ -160,7 +160,9 @@ SL_API int sl_tree_create(const struct sl_tree_opts *opts, sl_tree **out);
 
 /**
  * sl_tree_destroy() - free the tree and every group in it, whatever they
- * still hold.  Per-thread stocks of its groups are emptied.  NULL is ignored.
+ * still hold, held groups too (sl_group_hold()): the host stops whatever
+ * holds them first (a lease's run thread, say).  Per-thread stocks of its
+ * groups are emptied.  NULL is ignored.
  * No other call may use the tree or its groups concurrently or afterwards;
  * other trees are unaffected.
  */
@@ -204,16 +206,50 @@ SL_API int sl_group_create(sl_group *parent, const char *name, const struct sl_l
 			   const struct sl_ops *ops, void *ctx, sl_group **out);
 
 /**
- * sl_group_destroy() - destroy a group that has no children and no charges.
+ * sl_group_destroy() - destroy a group that has no children, no charges
+ * and no holds (sl_group_hold()).
  * Units that per-thread stocks hold for it are given back first.
  *
  * Errors: -EINVAL for NULL or the root (the root goes with its tree);
- * -EBUSY while it has children or charges, and when called from inside a
- * reclaim callback or sl_group_walk() of the same tree.  Waits for a
- * reclaim of the tree in progress to finish.  Thread-safe with respect to
- * other groups; nothing may charge @g concurrently.
+ * -EBUSY while it has children, charges or holds (nothing changes), and
+ * when called from inside a reclaim callback or sl_group_walk() of the
+ * same tree.  Waits for a reclaim of the tree in progress to finish.
+ * Thread-safe with respect to other groups; nothing may charge @g
+ * concurrently.
  */
 SL_API int sl_group_destroy(sl_group *g);
+
+/**
+ * sl_group_hold() - keep @g from being destroyed: until as many
+ * sl_group_unhold() calls as holds, sl_group_destroy(@g) returns -EBUSY
+ * and leaves @g as it is.  For code that keeps a pointer to a group it
+ * does not own and uses it from its own threads (libsoftlimit-lease holds
+ * the group a lease steers): the group's owner then cannot free it under
+ * that code, and learns that it is still in use.  Holds count, so several
+ * holders may hold one group.  (Release 0.2.2.)
+ *
+ * Holding the root is allowed and changes nothing (the root goes only
+ * with its tree).  sl_tree_destroy() frees held groups all the same: stop
+ * the holders first.  A hold is not a reference that keeps a destroyed
+ * group alive: hold a group only while it is known to live (before handing
+ * it over, say).
+ *
+ * Errors: -EINVAL for a NULL @g; -EOVERFLOW when @g already has
+ * UINT32_MAX holds (nothing changes).  Thread-safe, from any context, inside sl_group_walk() and
+ * reclaim callbacks too; takes the tree's topology lock briefly, calls no
+ * callback, allocates nothing.  The holder owns its hold and gives it back
+ * with sl_group_unhold().
+ */
+SL_API int sl_group_hold(sl_group *g);
+
+/**
+ * sl_group_unhold() - give back one hold of @g taken by sl_group_hold();
+ * when the last goes, sl_group_destroy(@g) may free it again.  Errors:
+ * -EINVAL for a NULL @g or a group without holds (a caller bug; nothing
+ * changes).  Thread-safe, as
+ * sl_group_hold().  (Release 0.2.2.)
+ */
+SL_API int sl_group_unhold(sl_group *g);
 
 /**
  * sl_group_set_limits() - replace the limits of @g.
