@@ -30,7 +30,11 @@
  *    then and the new max: sl_group_set_limits()), reads its usage, and only
  *    then reports; the store counts max(new share, reported usage).  The
  *    reported usage gates the room others get, never the new limit alone;
- *  - a holder that cannot renew its lease falls to its *floor* when its own
+ *  - a join (and a rejoin after a wipe) claims the group's usage, or its
+ *    floor if more, by the same order: the group's max comes down to the
+ *    claim first, the usage the store will count is read after, so a charge
+ *    racing the join cannot take the group past what the store counts;
+ *  - etcd: a holder that cannot renew its lease falls to its *floor* when its own
  *    view of the lease ends: its group's max becomes the floor.  Its own
  *    view ends margin_ms before the store's, counted on CLOCK_MONOTONIC from
  *    when the renewal was sent; the store keeps counting the floor of a
@@ -38,7 +42,9 @@
  *    gone), so a floor is never granted to anyone else;
  *  - shm: a participant whose process is alive (pid and start time match)
  *    keeps its whole share when its lease runs out (it may be stopped, its
- *    memory is still held); a dead process's share is free at once;
+ *    memory is still held); a dead process's share is free at once.  So a
+ *    holder there never falls to its floor because time passed (a stop, a
+ *    store held by a stopped process): it keeps its share and tries again;
  *  - etcd: a node cannot tell a stalled peer from a dead one.  A record lives
  *    under an etcd lease of ttl_ms (rounded up to whole seconds, at least 2 s);
  *    when it runs out, the node counts at its floor only, and the node, on
@@ -90,6 +96,14 @@
  * the budget allows, the rest is shared equally among those that want more,
  * and room nobody asks for is spread over everyone as headroom.  A
  * participant whose demand changes has its new share within two periods.
+ *
+ * fork(): a store handle, and every lease joined on it, belong to the process
+ * that opened it.  In a fork()ed child, sl_lease_join(), sl_lease_run() and
+ * the budget calls on an inherited handle answer -ECHILD, and
+ * sl_lease_leave() and sl_lease_store_close() free the child's copies only:
+ * the parent's records, and the group's limits, are left as they are (an
+ * exit-time cleanup in a child cannot end the parent's leases).  A child
+ * that wants a lease opens a store of its own.
  *
  * Conventions: those of softlimit.h (0 or a negative errno).  Errors from a
  * store: -ETIMEDOUT (no answer within the store's timeout), -ECONNREFUSED
@@ -261,7 +275,9 @@ SL_API void sl_lease_opts_init(struct sl_lease_opts *opts);
  * unknown flag, a wrong size); -EEXIST when @g already holds a
  * lease; -ENOENT for an unknown budget; -EBUSY when @g holds more than the
  * budget has free (shrink it and retry); -ENOSPC when the store has no free
- * slot; store errors; nothing changes on any error.  Thread-safe.
+ * slot; -ECHILD when @s was opened by another process (fork()); store
+ * errors; nothing changes on any error.  Thread-safe.  Until the lease is
+ * left, sl_group_destroy(@g) answers -EBUSY (the run thread steps @g).
  */
 SL_API int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 			 const struct sl_lease_opts *opts, sl_lease **out);
@@ -272,8 +288,9 @@ SL_API int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
  * memory is gone or going (the group is destroyed, the process exits): what
  * the group still holds no longer counts against the budget.  A store error
  * is returned but the lease ends anyway (its record then expires: etcd, or
- * is found dead: shm).  NULL is ignored (returns 0).  Thread-safe against
- * sl_lease_run(); not against other calls on @l.
+ * is found dead: shm).  In a fork()ed child, frees the child's copy of @l
+ * only and returns 0 (see fork() above).  NULL is ignored (returns 0).
+ * Thread-safe against sl_lease_run(); not against other calls on @l.
  */
 SL_API int sl_lease_leave(sl_lease *l);
 
@@ -282,8 +299,11 @@ SL_API int sl_lease_leave(sl_lease *l);
  * it, on the calling thread, once per period (the smallest period of its
  * leases), until sl_lease_stop(@s).  The library starts no thread: the host
  * gives it one, as for sl_background_run().  Store calls block only this
- * thread, each for at most the store's timeout.  Returns 0 when stopped,
- * -EINVAL for NULL, -EBUSY when another thread already runs @s.
+ * thread, each for at most the store's timeout; a failed one is tried
+ * again within the period, so that a lease falls to its floor only when the
+ * store was out of reach for its whole own view.  Returns 0 when stopped,
+ * -EINVAL for NULL, -EBUSY when another thread already runs @s, -ECHILD
+ * when @s was opened by another process (fork()).
  */
 SL_API int sl_lease_run(sl_lease_store *s);
 

@@ -124,15 +124,20 @@ uint64_t sl__lease_counted_others(const struct sl__lease_view *v, const char *id
 }
 
 /*
- * Register (join, or rejoin after a deletion or a wipe): a record holding
- * the group's usage, or its floor if more, from the room no one holds.
- * -EBUSY (with *@free set) when that does not fit.
+ * Register (join, or rejoin after a deletion or a wipe): claim the group's
+ * usage, or its floor if more, from the room no one holds.  The group's max
+ * comes down to that claim before the usage that the store will count is
+ * read: a charge that lands between the read and the write could otherwise
+ * take the group past what the store counts, and no later report would
+ * correct it (lease.h's "Safety").  The max only ever comes down here; a
+ * raise waits for the store (the caller applies l->held after).
+ * -EBUSY (with *@free set) when the claim does not fit.
  */
 int sl__lease_register(struct sl_lease *l, const struct sl__lease_view *v, uint64_t *free_out)
 {
 	struct sl__lease_rec rec;
 	size_t n;
-	uint64_t others = sl__lease_counted_others(v, l->id, &n), free, floor0, held0, c;
+	uint64_t others = sl__lease_counted_others(v, l->id, &n), free, floor0, want, held0, c;
 	int64_t sent;
 	int rc;
 
@@ -141,7 +146,19 @@ int sl__lease_register(struct sl_lease *l, const struct sl__lease_view *v, uint6
 		*free_out = free;
 	floor0 = min_u64(v->limits.min / (n + 1), free);
 	sl__lease_group_read(l->g, &c, &l->events_max);
-	held0 = max_u64(floor0, c);
+	want = max_u64(floor0, c);
+	if (want > free)
+		return -EBUSY;
+	/* Lower first: from here no charge takes the group past the larger
+	 * of want and what it holds when the max comes down. */
+	if (l->applied > want) {
+		rc = sl__lease_apply(l, want);
+		if (rc)
+			return rc;
+	}
+	/* Read after: what the group can hold now is at most this. */
+	sl__lease_group_read(l->g, &c, NULL);
+	held0 = max_u64(want, c);
 	if (held0 > free)
 		return -EBUSY;
 	memset(&rec, 0, sizeof(rec));
@@ -192,10 +209,30 @@ static int opts_ok(const struct sl_lease_opts *o)
 	return 0;
 }
 
+/* A fork() while another thread holds leased_lock would leave the child's
+ * copy locked for good: hold it across the fork, as glibc does its own. */
+static void leased_lock_prepare(void)
+{
+	pthread_mutex_lock(&leased_lock);
+}
+
+static void leased_lock_after(void)
+{
+	pthread_mutex_unlock(&leased_lock);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_register(void)
+{
+	pthread_atfork(leased_lock_prepare, leased_lock_after, leased_lock_after);
+}
+
 static int claim_group(struct sl_lease *l)
 {
 	struct sl_lease *p;
 
+	pthread_once(&atfork_once, atfork_register);
 	pthread_mutex_lock(&leased_lock);
 	for (p = leased; p; p = p->gnext) {
 		if (p->g == l->g) {
@@ -229,19 +266,26 @@ static int join_now(struct sl_lease *l)
 	struct sl__lease_view v;
 	int rc = -EAGAIN, i;
 
+	/* The group follows no share yet: its own max is in force. */
+	l->applied = l->orig.max;
 	for (i = 0; i < JOIN_TRIES && rc == -EAGAIN; i++) {
 		rc = sl__store_read(l->s, l->budget, &v);
 		if (rc)
-			return rc;
+			break;
 		rc = sl__lease_register(l, &v, NULL);
 		sl__lease_view_free(&v);
 	}
-	if (rc)
-		return rc;
-	rc = sl__lease_apply(l, l->held);
+	if (!rc) {
+		rc = sl__lease_apply(l, l->held);
+		if (rc) {
+			sl__store_remove(l->s, l->budget, l->id);
+			l->registered = false;
+		}
+	}
 	if (rc) {
-		sl__store_remove(l->s, l->budget, l->id);
-		l->registered = false;
+		/* Registering may have lowered the group first: give it back
+		 * the limits it had. */
+		sl_group_set_limits(l->g, &l->orig);
 		return rc;
 	}
 	l->state = SL_LEASE_HELD;
@@ -257,6 +301,8 @@ int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 
 	if (!s || !g || !out || !sl__lease_name_ok(budget))
 		return -EINVAL;
+	if (sl__lease_inherited(s))
+		return -ECHILD;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
@@ -276,9 +322,14 @@ int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 	rc = claim_group(l);
 	if (rc)
 		goto fail;
-	rc = sl__store_make_id(s, l->id);
+	/* The run thread steps the group until the lease is left: the group
+	 * may not be destroyed before (sl_group_destroy() answers -EBUSY). */
+	rc = sl_group_hold(g);
 	if (rc)
 		goto fail_release;
+	rc = sl__store_make_id(s, l->id);
+	if (rc)
+		goto fail_unhold;
 
 	pthread_mutex_lock(&s->lock);
 	l->state = SL_LEASE_JOINING;
@@ -290,7 +341,7 @@ int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 	}
 	if (rc) {
 		pthread_mutex_unlock(&s->lock);
-		goto fail_release;
+		goto fail_unhold;
 	}
 	l->next_ns = sl__lease_now_ns();
 	l->next = s->leases;
@@ -300,6 +351,8 @@ int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 	*out = l;
 	return 0;
 
+fail_unhold:
+	sl_group_unhold(g);
 fail_release:
 	release_group(l);
 fail:
@@ -307,22 +360,43 @@ fail:
 	return rc;
 }
 
-int sl_lease_leave(sl_lease *l)
+static void unlink_lease(sl_lease_store *s, struct sl_lease *l)
 {
-	sl_lease_store *s;
 	struct sl_lease **pp;
-	int rc = 0;
 
-	if (!l)
-		return 0;
-	s = l->s;
-	pthread_mutex_lock(&s->lock);
 	for (pp = &s->leases; *pp; pp = &(*pp)->next) {
 		if (*pp == l) {
 			*pp = l->next;
 			break;
 		}
 	}
+}
+
+/* A fork()ed child's copy of a lease: the record and the group's limits
+ * stay as they are (the record is the parent's, the store lock may be
+ * held by a thread the child does not have); only the handle goes. */
+static void forget(struct sl_lease *l)
+{
+	unlink_lease(l->s, l);
+	release_group(l);
+	sl_group_unhold(l->g);
+	free(l);
+}
+
+int sl_lease_leave(sl_lease *l)
+{
+	sl_lease_store *s;
+	int rc = 0;
+
+	if (!l)
+		return 0;
+	s = l->s;
+	if (sl__lease_inherited(s)) {
+		forget(l);
+		return 0;
+	}
+	pthread_mutex_lock(&s->lock);
+	unlink_lease(s, l);
 	/* The record first: once the group's limits are back, what it holds
 	 * must no longer be promised to the budget. */
 	if (l->registered) {
@@ -334,12 +408,18 @@ int sl_lease_leave(sl_lease *l)
 		rc = -EINVAL;
 	pthread_mutex_unlock(&s->lock);
 	release_group(l);
+	sl_group_unhold(l->g);
 	free(l);
 	return rc;
 }
 
 void sl__lease_leave_all(sl_lease_store *s)
 {
+	if (sl__lease_inherited(s)) {
+		while (s->leases)
+			forget(s->leases);
+		return;
+	}
 	for (;;) {
 		struct sl_lease *l;
 

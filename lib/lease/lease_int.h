@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store.h"
 
@@ -35,7 +36,18 @@ struct sl_lease_store {
 	pthread_cond_t wake;
 	atomic_bool stop;
 	atomic_bool running;
+	/* The process that opened it: its records are that process's, and a
+	 * fork()ed child's copy of the handle never touches them. */
+	pid_t owner;
 };
+
+/* Is @s a handle inherited through fork()?  Then the store, its records and
+ * its locks (which a thread that does not exist in this process may have
+ * held at the fork) are not this process's to use. */
+static inline bool sl__lease_inherited(const sl_lease_store *s)
+{
+	return s->owner != getpid();
+}
 
 /* The store's operations, each under op_lock (store.c). */
 int sl__store_read(sl_lease_store *s, const char *budget, struct sl__lease_view *out);
@@ -75,6 +87,7 @@ struct sl_lease {
 	int64_t expiry_ns;     /* the end of our own view of the lease (CLOCK_MONOTONIC) */
 	int64_t next_ns;       /* when the run loop steps it next */
 	enum sl_lease_state state;
+	bool retry;            /* the last step failed on the store: try again soon */
 	struct sl_lease_stats counts; /* the counters; the rest is filled by publish() */
 
 	/* Under s->stat_lock: what sl_lease_stats() reads. */

@@ -16,6 +16,14 @@
 
 #include "alloc.h"
 
+/* Has our own view of the lease ended?  Never where the store counts our
+ * record for as long as this process lives (shm): a holder that was
+ * stopped, or whose store was slow, still has everything counted there. */
+static bool view_ended(const struct sl_lease *l, int64_t now)
+{
+	return l->registered && !l->s->ops->counts_while_alive && now >= l->expiry_ns;
+}
+
 /* The store was wiped or replaced: our record is gone with it. */
 static void store_reset(struct sl_lease *l)
 {
@@ -156,7 +164,7 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 	/* Our own view ended since the read (a stall in this very step): the
 	 * floor first, and the store may count only our floor by now, so
 	 * anything above it is a grow (etcd: the record's lease ran out). */
-	lapsed = sent >= l->expiry_ns;
+	lapsed = view_ended(l, sent);
 	if (lapsed) {
 		sl__lease_fence(l);
 		grows = true;
@@ -179,7 +187,8 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 		return; /* deleted since the read: the next read says so */
 	if (rc) {
 		l->counts.store_errors++;
-		if (sl__lease_now_ns() >= l->expiry_ns)
+		l->retry = true;
+		if (view_ended(l, sl__lease_now_ns()))
 			sl__lease_fence(l);
 		return;
 	}
@@ -204,9 +213,10 @@ void sl__lease_step(struct sl_lease *l)
 	const struct sl__lease_rec *me;
 	int rc;
 
+	l->retry = false;
 	/* Our own view ended (waking after a stall, a slow store): the floor
 	 * first, before a store round trip, which may take the whole margin. */
-	if (l->registered && sl__lease_now_ns() >= l->expiry_ns)
+	if (view_ended(l, sl__lease_now_ns()))
 		sl__lease_fence(l);
 	rc = sl__store_read(l->s, l->budget, &v);
 	if (rc == -ENOENT) {
@@ -222,7 +232,8 @@ void sl__lease_step(struct sl_lease *l)
 	}
 	if (rc) {
 		l->counts.store_errors++;
-		if (l->registered && sl__lease_now_ns() >= l->expiry_ns)
+		l->retry = true;
+		if (view_ended(l, sl__lease_now_ns()))
 			sl__lease_fence(l);
 		sl__lease_publish(l);
 		return;
@@ -239,6 +250,9 @@ void sl__lease_step(struct sl_lease *l)
 	sl__lease_view_free(&v);
 	sl__lease_publish(l);
 }
+
+/* A step that failed on the store is tried again after period / RETRY_DIV. */
+#define RETRY_DIV 4
 
 /* The longest sleep with no lease joined: a join is seen this soon. */
 #define IDLE_NS INT64_C(100000000)
@@ -259,6 +273,8 @@ int sl_lease_run(sl_lease_store *s)
 {
 	if (!s)
 		return -EINVAL;
+	if (sl__lease_inherited(s))
+		return -ECHILD;
 	if (atomic_exchange_explicit(&s->running, true, memory_order_acq_rel))
 		return -EBUSY;
 	/* Acquire: pairs with sl_lease_stop()'s release. */
@@ -277,6 +293,16 @@ int sl_lease_run(sl_lease_store *s)
 				l->next_ns += period;
 				if (l->next_ns <= now)
 					l->next_ns = now + period;
+				/* A failed store call is tried again within the
+				 * period, while the lease still runs: a node
+				 * falls to its floor only when the store was
+				 * out of reach for the whole of its own view. */
+				if (l->retry) {
+					int64_t soon = sl__lease_now_ns() + period / RETRY_DIV;
+
+					if (soon < l->next_ns)
+						l->next_ns = soon;
+				}
 			}
 			if (l->next_ns < wake)
 				wake = l->next_ns;

@@ -159,6 +159,7 @@ int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
 	pthread_condattr_destroy(&ca);
 	atomic_init(&s->stop, false);
 	atomic_init(&s->running, false);
+	s->owner = getpid();
 	*out = s;
 	return 0;
 }
@@ -169,6 +170,12 @@ void sl_lease_store_close(sl_lease_store *s)
 		return;
 	sl__lease_leave_all(s);
 	s->ops->close(s->state);
+	if (sl__lease_inherited(s)) {
+		/* A fork()ed child's copy: its locks may be held by threads
+		 * that exist only in the parent. */
+		free(s);
+		return;
+	}
 	pthread_cond_destroy(&s->wake);
 	pthread_mutex_destroy(&s->wake_lock);
 	pthread_mutex_destroy(&s->stat_lock);
@@ -240,6 +247,8 @@ int sl_lease_budget_set(sl_lease_store *s, const char *name, const struct sl_lim
 
 	if (!s || !lim || !sl__lease_name_ok(name))
 		return -EINVAL;
+	if (sl__lease_inherited(s))
+		return -ECHILD;
 	rc = limits_ok(lim);
 	if (rc)
 		return rc;
@@ -255,6 +264,8 @@ int sl_lease_budget_get(sl_lease_store *s, const char *name, struct sl_limits *o
 
 	if (!s || !out || !sl__lease_name_ok(name))
 		return -EINVAL;
+	if (sl__lease_inherited(s))
+		return -ECHILD;
 	pthread_mutex_lock(&s->op_lock);
 	rc = s->ops->budget_get(s->state, name, out);
 	pthread_mutex_unlock(&s->op_lock);
@@ -267,6 +278,8 @@ int sl_lease_budget_delete(sl_lease_store *s, const char *name)
 
 	if (!s || !sl__lease_name_ok(name))
 		return -EINVAL;
+	if (sl__lease_inherited(s))
+		return -ECHILD;
 	pthread_mutex_lock(&s->op_lock);
 	rc = s->ops->budget_delete(s->state, name);
 	pthread_mutex_unlock(&s->op_lock);
@@ -280,6 +293,8 @@ int sl_lease_budget_list(sl_lease_store *s, char (*names)[SL_LEASE_NAME_MAX], si
 
 	if (!s || !count || (!names && cap > 0))
 		return -EINVAL;
+	if (sl__lease_inherited(s))
+		return -ECHILD;
 	pthread_mutex_lock(&s->op_lock);
 	rc = s->ops->budget_list(s->state, names, cap, count);
 	pthread_mutex_unlock(&s->op_lock);
@@ -295,6 +310,8 @@ int sl_lease_budget_participants(sl_lease_store *s, const char *name,
 
 	if (!s || !count || (!out && cap > 0) || !sl__lease_name_ok(name))
 		return -EINVAL;
+	if (sl__lease_inherited(s))
+		return -ECHILD;
 	rc = sl__store_read(s, name, &v);
 	if (rc)
 		return rc;

@@ -88,6 +88,11 @@ struct sl__lease_store_ops {
 
 	/* This process's participant id for a new lease (unique per join). */
 	int (*make_id)(void *state, char id[SL_LEASE_ID_MAX]);
+
+	/* The store counts a record in full for as long as its process lives,
+	 * whatever its ttl (shm: liveness from the kernel): a holder there
+	 * never falls to its floor because time passed. */
+	bool counts_while_alive;
 };
 
 extern const struct sl__lease_store_ops sl__lease_store_shm;

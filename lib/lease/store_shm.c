@@ -424,6 +424,7 @@ const struct sl__lease_store_ops sl__lease_store_shm = {
 	.write = shm_write,
 	.remove = shm_remove,
 	.make_id = shm_make_id,
+	.counts_while_alive = true,
 };
 
 /* ---- test hooks (lease_int.h) ---- */
