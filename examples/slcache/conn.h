@@ -94,6 +94,11 @@ struct conn {
 	size_t get_at;    /* a multiget paused: offset of its next key; 0, none  */
 	bool get_nomem;   /* ... because the pool had no room for that value     */
 	int64_t get_exptime; /* and its exptime (gat, gats)                      */
+	/* A write waits for a starting lease's share (lease_write_wait()): the
+	 * connection is parked, reads nothing, and net.c runs it again. */
+	bool lease_wait;
+	bool parked;        /* net.c's count of it (struct worker's nparked)    */
+	int64_t lease_since; /* when the write began to wait; 0, it does not   */
 	struct pending p;
 };
 

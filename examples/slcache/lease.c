@@ -4,9 +4,10 @@
  * whose name is the name of a budget in the store joins it: its group's max
  * becomes its share of the budget, which the lease thread moves toward the
  * processes (or nodes) where the tenant's memory is worth most.  Nothing
- * here runs on a request but lease_tenant_created(), which only joins
- * deferred: the store is touched by three threads of ours, never by a
- * worker.
+ * here runs on a request but lease_tenant_created(), which only notes the
+ * join for the watcher, and lease_write_wait(), which only reads the
+ * lease's figures: the store (and the library's locks, which are held
+ * across store calls) is touched by threads of ours, never by a worker.
  *
  *  - The lease thread runs sl_lease_run(): renewals, shares, fences.
  *  - The demand hook (on that thread) tells the library what the tenant's
@@ -18,12 +19,16 @@
  *    and about once a second reads the store's budget names: a tenant that
  *    exists when a budget of its name appears joins it then (it may hold
  *    memory: a plain join; if that does not fit in the room no one holds,
- *    a deferred one, which empties it first).
+ *    a deferred one, which empties it first).  Woken by
+ *    lease_tenant_created(), it also joins the tenants just created.
  *
  * A tenant created on first use joins at once if the watcher has seen a
- * budget of its name (deferred: it holds nothing until the lease thread has
- * registered it, then its floor until its first grant); one whose budget
- * the watcher has not seen yet joins at the watcher's next read.
+ * budget of its name: the watcher joins it deferred (it holds nothing
+ * until the lease thread has registered it, then its floor until its first
+ * grant), and until its share is known its writes wait, their connections
+ * parked (lease_write_wait()), so that none is refused because the lease is
+ * starting.  One whose budget the watcher has not seen yet joins at the
+ * watcher's next read.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -56,6 +61,12 @@ int lease_start(void)
 
 void lease_stop(void) {}
 void lease_tenant_created(struct lru_tenant *t) { (void)t; }
+int lease_write_wait(struct lru_tenant *t, int64_t *since_ms)
+{
+	(void)t;
+	(void)since_ms;
+	return 0;
+}
 void lease_tenant(struct lru_tenant *t, struct tenant_lease *out)
 {
 	(void)t;
@@ -82,6 +93,10 @@ struct entry {
 	uint64_t seen_fences, seen_resets, seen_share;
 	enum sl_lease_state seen_state;
 	int join_err; /* the last join's error, logged once: the watcher's */
+	/* Created on first use with a budget: the watcher is to join it. */
+	_Atomic bool join_wanted;
+	/* Its writes wait (lease_write_wait()) until its share is known. */
+	_Atomic bool starting;
 };
 
 static struct {
@@ -91,12 +106,14 @@ static struct {
 	_Atomic unsigned n;
 	char (*names)[SL_LEASE_NAME_MAX]; /* the budgets last read, sorted        */
 	size_t nnames;
+	_Atomic unsigned starting;       /* entries whose writes wait             */
 	bool list_failing;               /* the last refresh() failed: watcher's  */
 	pthread_t runner, watcher;
 	bool running;
-	pthread_mutex_t wlock;           /* stopping, for the watcher's sleeps    */
+	pthread_mutex_t wlock;           /* stopping, joins, the watcher's sleeps */
 	pthread_cond_t wcond;
 	bool stopping;
+	bool joins;                      /* entries want joining: wake up         */
 } ls = { .lock = PTHREAD_MUTEX_INITIALIZER, .wlock = PTHREAD_MUTEX_INITIALIZER,
 	 .wcond = PTHREAD_COND_INITIALIZER };
 
@@ -253,18 +270,90 @@ void lease_tenant_created(struct lru_tenant *t)
 {
 	const char *name = lru_tenant_name(t);
 	struct entry *e;
-	int rc;
 
 	if (!ls.store || !lru_tenant_group(t) || !budget_name_ok(name))
 		return;
 	pthread_mutex_lock(&ls.lock);
-	if (has_budget(name) && (e = entry_add(t)) != NULL) {
-		/* Deferred: no store call on a request's thread. */
-		rc = entry_join(e, SL_LEASE_DEFERRED);
-		if (rc != 0)
-			say("tenant %s: cannot join its budget yet: %s", name, strerror(-rc));
-	}
+	e = has_budget(name) ? entry_add(t) : NULL;
 	pthread_mutex_unlock(&ls.lock);
+	if (!e)
+		return;
+	/* No library call here: even a deferred join takes locks that the
+	 * lease thread holds across its store calls (seconds, with etcd
+	 * down).  The watcher joins it; its writes wait until then. */
+	atomic_store_explicit(&e->starting, true, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ls.starting, 1, memory_order_relaxed);
+	atomic_store_explicit(&e->join_wanted, true, memory_order_release);
+	pthread_mutex_lock(&ls.wlock);
+	ls.joins = true;
+	pthread_cond_signal(&ls.wcond);
+	pthread_mutex_unlock(&ls.wlock);
+}
+
+/* The tenants lease_tenant_created() noted: deferred joins, on the watcher.
+ * One that fails is retried by refresh() (join_existing()). */
+static void join_created(void)
+{
+	unsigned i, n = atomic_load_explicit(&ls.n, memory_order_acquire);
+
+	for (i = 0; i < n; i++) {
+		struct entry *e = &ls.entries[i];
+		int rc;
+
+		if (!atomic_exchange_explicit(&e->join_wanted, false, memory_order_acquire) ||
+		    atomic_load_explicit(&e->l, memory_order_relaxed))
+			continue;
+		rc = entry_join(e, SL_LEASE_DEFERRED);
+		if (rc != 0 && rc != e->join_err)
+			say("tenant %s: cannot join its budget yet: %s (retried every second)",
+			    lru_tenant_name(e->t), strerror(-rc));
+		e->join_err = rc;
+	}
+}
+
+/* Its share is known: the lease left JOINING and the store has computed
+ * its share once (the first renewal after the registration, which counts
+ * one: the registration itself gives only the floor); or it is fenced or
+ * orphaned, when the share is what it is. */
+static bool share_known(const struct sl_lease_stats *st)
+{
+	return st->state != SL_LEASE_JOINING && (st->state != SL_LEASE_HELD || st->renewals >= 2);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int lease_write_wait(struct lru_tenant *t, int64_t *since_ms)
+{
+	struct entry *e;
+	sl_lease *l;
+	struct sl_lease_stats st;
+	int64_t now;
+
+	/* The common case, one load: no tenant is starting.  A tenant seen
+	 * (its slot's acquire) was counted before it was published. */
+	if (!ls.store || !atomic_load_explicit(&ls.starting, memory_order_relaxed))
+		return 0;
+	e = entry_find(t);
+	if (!e || !atomic_load_explicit(&e->starting, memory_order_relaxed))
+		return 0;
+	l = atomic_load_explicit(&e->l, memory_order_acquire);
+	if (l && sl_lease_stats(l, &st) == 0 && share_known(&st)) {
+		/* Once: a share known stays known (a fence or a deleted
+		 * budget later is no start). */
+		if (atomic_exchange_explicit(&e->starting, false, memory_order_relaxed))
+			atomic_fetch_sub_explicit(&ls.starting, 1, memory_order_relaxed);
+		return 0;
+	}
+	now = now_ms() + 1; /* never 0: 0 is "not waiting yet" */
+	if (*since_ms == 0)
+		*since_ms = now;
+	return now - *since_ms >= (int64_t)opt.lease_wait_ms ? -ETIMEDOUT : -EAGAIN;
 }
 
 /* An existing tenant whose name has a budget, not yet leased: joins it
@@ -382,29 +471,47 @@ static void report(struct entry *e)
 	e->seen_state = st.state;
 }
 
+/* Adds @ms to the CLOCK_REALTIME time *@ts (the condition's clock). */
+static void ts_add_ms(struct timespec *ts, unsigned ms)
+{
+	ts->tv_nsec += (long)(ms % 1000) * 1000000;
+	ts->tv_sec += ms / 1000 + ts->tv_nsec / 1000000000;
+	ts->tv_nsec %= 1000000000;
+}
+
 static void *watcher_main(void *arg)
 {
 	unsigned tick = 0, every = (REFRESH_MS + opt.lease_period_ms - 1) / opt.lease_period_ms;
+	struct timespec until;
 
 	(void)arg;
+	clock_gettime(CLOCK_REALTIME, &until);
+	ts_add_ms(&until, opt.lease_period_ms);
 	pthread_mutex_lock(&ls.wlock);
 	while (!ls.stopping) {
-		struct timespec until;
 		unsigned i, n;
+		bool joins;
+		int err = 0;
 
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += (long)(opt.lease_period_ms % 1000) * 1000000;
-		until.tv_sec += opt.lease_period_ms / 1000 + until.tv_nsec / 1000000000;
-		until.tv_nsec %= 1000000000;
-		pthread_cond_timedwait(&ls.wcond, &ls.wlock, &until);
+		/* Until the period ends, or new tenants want joining. */
+		while (!ls.stopping && !ls.joins && err != ETIMEDOUT)
+			err = pthread_cond_timedwait(&ls.wcond, &ls.wlock, &until);
 		if (ls.stopping)
 			break;
+		joins = ls.joins;
+		ls.joins = false;
 		pthread_mutex_unlock(&ls.wlock);
-		n = atomic_load_explicit(&ls.n, memory_order_acquire);
-		for (i = 0; i < n; i++)
-			report(&ls.entries[i]);
-		if (++tick % every == 0)
-			refresh();
+		if (joins)
+			join_created();
+		if (err == ETIMEDOUT) {
+			n = atomic_load_explicit(&ls.n, memory_order_acquire);
+			for (i = 0; i < n; i++)
+				report(&ls.entries[i]);
+			if (++tick % every == 0)
+				refresh();
+			clock_gettime(CLOCK_REALTIME, &until);
+			ts_add_ms(&until, opt.lease_period_ms);
+		}
 		pthread_mutex_lock(&ls.wlock);
 	}
 	pthread_mutex_unlock(&ls.wlock);
@@ -459,6 +566,7 @@ int lease_start(void)
 	 * listens; an unreachable store is retried by the watcher. */
 	refresh();
 	ls.stopping = false;
+	ls.joins = false;
 	rc = start_thread(&ls.runner, runner_main, ls.store);
 	if (rc == 0) {
 		rc = start_thread(&ls.watcher, watcher_main, NULL);
@@ -502,6 +610,7 @@ void lease_stop(void)
 	ls.names = NULL;
 	ls.nnames = 0;
 	atomic_store_explicit(&ls.n, 0, memory_order_relaxed);
+	atomic_store_explicit(&ls.starting, 0, memory_order_relaxed);
 }
 
 /* ---- stats and metrics ---- */

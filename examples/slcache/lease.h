@@ -38,12 +38,26 @@ void lease_stop(void);
 
 /**
  * lease_tenant_created() - @t was just created on first use (a request's
- * key prefix): if a budget has its name, join it deferred, without
- * touching the store, so that @t holds nothing until the lease thread has
- * registered it, then its floor until its first grant.  Called under the
- * tenant table's lock; never blocks on the store.
+ * key prefix), not yet published: if a budget has its name, the watcher
+ * thread joins it deferred (@t then holds nothing until the lease thread
+ * has registered it, then its floor until its first grant), and @t's
+ * writes wait for its share (lease_write_wait()).  Called under the tenant
+ * table's lock; calls nothing of the library, so never waits on the store.
  */
 void lease_tenant_created(struct lru_tenant *t);
+
+/**
+ * lease_write_wait() - may a write that takes memory for @t run now?  A
+ * tenant of lease_tenant_created() is starting until its share is known
+ * (its lease registered and its share computed by the store once); its
+ * writes wait, at most --lease-wait ms from *@since_ms, which the first
+ * call that waits sets (the caller keeps it per request, 0 at first).
+ * 0: go on (then the usual limits apply); -EAGAIN: ask again later (the
+ * caller parks the request, never its thread); -ETIMEDOUT: the wait ran
+ * out (answer an error naming the lease store).  Reads the lease's figures
+ * only: never waits on the store.
+ */
+int lease_write_wait(struct lru_tenant *t, int64_t *since_ms);
 
 /** @t's lease figures into *@out (out->on false when it holds none). */
 void lease_tenant(struct lru_tenant *t, struct tenant_lease *out);

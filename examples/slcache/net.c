@@ -35,7 +35,8 @@
 #include "slcache.h"
 #include "tenants.h"
 
-#define MEMWAIT_POLL_MS 10  /* how often a waiting multiget looks for room     */
+#define MEMWAIT_POLL_MS 10  /* how often a waiting multiget looks for room, and
+			     * a parked write for its lease's share           */
 
 struct worker {
 	pthread_t th;
@@ -47,6 +48,7 @@ struct worker {
 	size_t qlen, qcap;
 	struct conn *conns;
 	unsigned nwait; /* its connections waiting for room (conn->memwait) */
+	unsigned nparked; /* and for a lease's share (conn->parked)           */
 	struct wstats st;
 	struct scratch scratch; /* lent to the connection being served */
 };
@@ -89,12 +91,23 @@ static void conn_memwait(struct conn *c, bool wait)
 	connmem_wait(wait ? 1 : -1);
 }
 
+/* A write waits for a starting lease's share (protocol.c's lease_gate()):
+ * the worker polls it, as a multiget waiting for room. */
+static void conn_park(struct conn *c, bool park)
+{
+	if (c->parked == park)
+		return;
+	c->parked = park;
+	c->w->nparked += park ? 1u : -1u;
+}
+
 static void conn_close(struct conn *c)
 {
 	struct worker *w = c->w;
 
 	logv("connection %d closed", c->fd);
 	conn_memwait(c, false);
+	conn_park(c, false);
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	if (c->prev)
@@ -185,6 +198,7 @@ static bool conn_run(struct conn *c)
 		if (!conn_flush(c))
 			return false;
 		conn_memwait(c, c->get_at && c->get_nomem && c->wend == c->wstart);
+		conn_park(c, c->lease_wait);
 		if (c->close_after)
 			return true;
 		if (c->get_at && !c->memwait && c->wend == c->wstart)
@@ -217,13 +231,15 @@ static void conn_event(struct conn *c, uint32_t ev)
 	}
 	/* Done: closed, or shut by the client with nothing more to answer (what
 	 * is left of its input is a request that can never complete). */
-	if (!ok || (c->wstart == c->wend && (c->close_after || (c->rd_eof && !c->get_at)))) {
+	if (!ok || (c->wstart == c->wend &&
+		    (c->close_after || (c->rd_eof && !c->get_at && !c->parked)))) {
 		conn_close(c);
 		return;
 	}
-	/* Read only while answers keep up: a multiget being answered, or
-	 * output past the mark, stops reading (backpressure). */
-	want = c->rd_eof || c->close_after || c->get_at || c->wend - c->wstart >= WBUF_HIGH
+	/* Read only while answers keep up: a multiget being answered, a
+	 * parked write, or output past the mark, stops reading (backpressure). */
+	want = c->rd_eof || c->close_after || c->get_at || c->parked ||
+		       c->wend - c->wstart >= WBUF_HIGH
 		       ? 0
 		       : EPOLLIN;
 	if (c->wstart < c->wend)
@@ -277,6 +293,8 @@ static void close_stalled(struct worker *w, int64_t now)
 		int unread = 0;
 
 		next = c->next;
+		if (c->parked) /* waits for the lease, not its client */
+			continue;
 		if ((c->state == CS_DATA || c->state == CS_SWALLOW) &&
 		    now - c->last_rx >= (int64_t)opt.stall_timeout) {
 			/* Bytes waiting unread are the worker's delay, not the
@@ -299,14 +317,15 @@ static void close_stalled(struct worker *w, int64_t now)
 	}
 }
 
-/* Gives the multigets that wait for room in the pool another try. */
+/* Gives the multigets that wait for room in the pool, and the writes that
+ * wait for a lease's share, another try. */
 static void retry_waiting(struct worker *w)
 {
 	struct conn *c = w->conns, *next;
 
-	for (; c && w->nwait; c = next) {
+	for (; c && (w->nwait || w->nparked); c = next) {
 		next = c->next;
-		if (c->memwait)
+		if (c->memwait || c->parked)
 			conn_event(c, 0);
 	}
 }
@@ -319,7 +338,8 @@ static void *worker_main(void *arg)
 
 	while (!atomic_load(&w->stop)) {
 		int n = epoll_wait(w->epfd, evs, 128,
-				   w->nwait ? MEMWAIT_POLL_MS : opt.stall_timeout ? 1000 : -1), i;
+				   w->nwait || w->nparked ? MEMWAIT_POLL_MS
+				   : opt.stall_timeout ? 1000 : -1), i;
 
 		if (n < 0 && errno != EINTR)
 			break;

@@ -28,6 +28,7 @@ struct options opt = {
 	.lease_period_ms = 200,
 	.lease_ttl_ms = 3000,
 	.lease_idle_ms = 30000,
+	.lease_wait_ms = 5000,
 };
 
 time_t started;
@@ -69,7 +70,7 @@ static void usage(FILE *f)
 		"               [--max-tenants N] [--headroom PERCENT] [--metrics-port PORT]\n"
 		"               [--conn-memory SIZE] [--stall-timeout SECONDS]\n"
 		"               [--lease-store URL [--lease-period MS] [--lease-ttl MS]\n"
-		"               [--lease-idle MS]] [-v]\n"
+		"               [--lease-idle MS] [--lease-wait MS]] [-v]\n"
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
 		"  -m MEGABYTES     the whole server's memory budget, the root's max (default 64)\n"
@@ -98,6 +99,8 @@ static void usage(FILE *f)
 		"  --lease-period MS  how often leases are renewed and shares moved (200)\n"
 		"  --lease-ttl MS   how long a renewal holds in the store (3000)\n"
 		"  --lease-idle MS  a tenant gives back memory unread this long (30000)\n"
+		"  --lease-wait MS  a new leased tenant's writes wait this long for its share,\n"
+		"                   then fail naming the store (5000)\n"
 		"  -v               log connections and errors to stderr\n");
 }
 
@@ -297,6 +300,8 @@ void options_parse(int argc, char **argv)
 			opt.lease_ttl_ms = parse_uint(v, "--lease-ttl (ms)", 100, 3600000);
 		} else if (strcmp(a, "--lease-idle") == 0) {
 			opt.lease_idle_ms = parse_uint(v, "--lease-idle (ms)", 1000, 86400000);
+		} else if (strcmp(a, "--lease-wait") == 0) {
+			opt.lease_wait_ms = parse_uint(v, "--lease-wait (ms)", 1, 3600000);
 		} else if (strcmp(a, "-I") == 0) {
 			uint64_t im;
 

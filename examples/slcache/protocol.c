@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -418,6 +419,33 @@ static void complete_update(struct conn *c, const char *data)
 		reply(c, "SERVER_ERROR out of memory storing object");
 		break;
 	}
+}
+
+/*
+ * The data block of a storage command is in: may it be stored now?  A
+ * tenant whose lease is starting (created by this very key, maybe) has no
+ * share yet: the write waits for it, its connection parked (c->lease_wait:
+ * net.c runs it again, and reads nothing more meanwhile), and past
+ * --lease-wait it is answered with an error naming the store.  0: store
+ * it; 1: answered, its data to skip; -1: it waits.
+ */
+static int lease_gate(struct conn *c)
+{
+	int rc = opt.lease_store ? lease_write_wait(tenant_for_key(c->p.key, c->p.keylen),
+						    &c->lease_since) : 0;
+
+	c->lease_wait = rc == -EAGAIN;
+	if (c->lease_wait)
+		return -1;
+	c->lease_since = 0;
+	if (rc == 0)
+		return 0;
+	c->noreply = c->p.noreply;
+	if (c->p.meta) /* ms: errors are answered, q or not */
+		ob_str(c, "SERVER_ERROR lease store unavailable\r\n");
+	else
+		reply(c, "SERVER_ERROR lease store unavailable");
+	return 1;
 }
 
 /* ---- delete, incr, decr, touch ---- */
@@ -878,10 +906,14 @@ void proto_input(struct conn *c)
 				c->swallow_reply = NULL;
 			}
 		} else if (c->state == CS_DATA) {
-			if (avail < c->p.vlen + 2)
+			int gate;
+
+			if (avail < c->p.vlen + 2 || (gate = lease_gate(c)) < 0)
 				break;
 			c->state = CS_CMD;
 			c->rstart += c->p.vlen + 2;
+			if (gate > 0)
+				continue;
 			if (c->p.meta)
 				meta_complete_set(c, p);
 			else

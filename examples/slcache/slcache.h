@@ -60,6 +60,7 @@ struct options {
 	unsigned lease_period_ms; /* --lease-period                            */
 	unsigned lease_ttl_ms;    /* --lease-ttl                               */
 	unsigned lease_idle_ms;   /* --lease-idle                              */
+	unsigned lease_wait_ms;   /* --lease-wait: a starting lease's writes wait */
 	_Atomic int verbose;
 	struct tenant_opt tenants[TENANTS_MAX];
 	unsigned nr_tenants;

@@ -263,7 +263,8 @@ static int tenant_create(const char *name, size_t len, const struct sl_limits *l
 	if (opt.ghosts && lru_tenant_group(t))
 		lru_tenant_set_ghosts(t, opt.ghosts);
 	headroom_apply(lru_tenant_group(t));
-	/* Before it is published: no charge of a leased tenant sees it unleased. */
+	/* Before it is published: no write of a tenant whose lease is starting
+	 * runs before its share is known (protocol.c waits: lease_write_wait()). */
 	lease_tenant_created(t);
 	slot_lookup(name, len, &slot);
 	tn.tenants[n] = t;
