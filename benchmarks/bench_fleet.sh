@@ -21,6 +21,9 @@
 #                   than 45% of the tenant's budget (null: never, or static)
 #   max_over_budget_bytes  the tenant's usage summed over the nodes every
 #                   10 ms, one node after another, past its budget
+#   fences          the tenant's lease fences summed over the nodes before
+#                   the kill below (stats tenants' lease_fences): 0 when no
+#                   lease lapsed (static: 0)
 #   kill_reuse_s    (first tenant) kill -9 of the node holding most: how soon
 #                   the others have 80% of the budget in use (goal: ttl + a
 #                   period, kill_goal_s)

@@ -88,6 +88,11 @@ def hits(procs, tenant):
     return out
 
 
+def fences(procs, tenant):
+    """The tenant's lease fences summed over the live nodes (0 unleased)."""
+    return sum(int(p.tenant(tenant).get("lease_fences", 0)) for p in procs if not p.dead)
+
+
 def share(p, tenant):
     st = p.tenant(tenant)
     return int(st.get("lease", st.get("max", 0)))
@@ -146,6 +151,8 @@ def run(variant, binary, ctl, url, rows, warm_s, phase_s, shares):
             res[n]["requests"] = th + tm
             res[n]["convergence_s"] = conv[n]
             res[n]["shares_bytes"] = [share(p, n) for p in procs]
+            # Before the kill below: a run with no fault fences nothing.
+            res[n]["fences"] = fences(procs, n)
         # kill -9 the node that holds most of the first tenant: how soon the
         # others have 80% of its budget in use (its keys go to them).
         first = TENANTS[0]["name"]

@@ -74,6 +74,8 @@ def flood(binary, ctl, procs):
         st = p.tenant("fresh")
         if st.get("lease_state") != "held":
             raise Fail("tenant fresh is not leased: %s" % st)
+        if st.get("lease_fences") != "0":  # no fault: no fence (bench_fleet's "fences")
+            raise Fail("tenant fresh's lease_fences is %r, not 0" % st.get("lease_fences"))
         print("slcache_lease_start: %d sets of a new leased tenant, all stored (share %s)"
               % (NSETS, st.get("lease")))
         p.stop()

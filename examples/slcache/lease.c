@@ -629,6 +629,7 @@ void lease_tenant(struct lru_tenant *t, struct tenant_lease *out)
 	out->floor = st.floor;
 	out->demand = st.demand;
 	out->expires_ms = st.expires_ms;
+	out->fences = st.fences;
 	out->state = (unsigned)st.state < sizeof(state_names) / sizeof(state_names[0])
 			     ? state_names[st.state] : "unknown";
 }

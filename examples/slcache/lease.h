@@ -21,6 +21,7 @@ struct tenant_lease {
 	uint64_t demand;      /* what it last asked for                        */
 	int64_t expires_ms;   /* until its own view of the lease ends (<0 ended) */
 	const char *state;    /* "joining", "held", "fenced", ...              */
+	uint64_t fences;      /* times it fell to its floor                    */
 };
 
 /**

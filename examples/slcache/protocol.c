@@ -595,9 +595,10 @@ static void emit_tenant(void *arg, const char *name, const struct tenant_stats *
 		ob_printf(c, "STAT tenant:%s:%s %" PRIu64 "\r\n", name, names[i], v[i]);
 	if (st->lease.on) /* --lease-store: its share of its budget */
 		ob_printf(c, "STAT tenant:%s:lease %" PRIu64 "\r\nSTAT tenant:%s:lease_expires_ms %" PRId64
-			  "\r\nSTAT tenant:%s:lease_floor %" PRIu64 "\r\nSTAT tenant:%s:lease_state %s\r\n",
+			  "\r\nSTAT tenant:%s:lease_floor %" PRIu64 "\r\nSTAT tenant:%s:lease_state %s"
+			  "\r\nSTAT tenant:%s:lease_fences %" PRIu64 "\r\n",
 			  name, st->lease.share, name, st->lease.expires_ms, name, st->lease.floor, name,
-			  st->lease.state);
+			  st->lease.state, name, st->lease.fences);
 }
 
 /* stats items: a "slab class" per tenant, numbered from 1 in creation order. */
