@@ -331,7 +331,8 @@ int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 	if (rc)
 		goto fail_unhold;
 
-	pthread_mutex_lock(&s->lock);
+	/* Not under s->lock: the lease is no one else's yet, and the run
+	 * thread holds that lock across its store calls. */
 	l->state = SL_LEASE_JOINING;
 	if (l->opts.flags & SL_LEASE_DEFERRED) {
 		/* Nothing is ours until the run thread registers us. */
@@ -339,15 +340,14 @@ int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 	} else {
 		rc = join_now(l);
 	}
-	if (rc) {
-		pthread_mutex_unlock(&s->lock);
+	if (rc)
 		goto fail_unhold;
-	}
 	l->next_ns = sl__lease_now_ns();
-	l->next = s->leases;
-	s->leases = l;
 	sl__lease_publish(l);
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&s->pending_lock);
+	l->next = s->pending;
+	s->pending = l;
+	pthread_mutex_unlock(&s->pending_lock);
 	*out = l;
 	return 0;
 
@@ -360,16 +360,38 @@ fail:
 	return rc;
 }
 
-static void unlink_lease(sl_lease_store *s, struct sl_lease *l)
+/* Take @l off the list at @head; false if it is not there. */
+static bool unlink_from(struct sl_lease **head, struct sl_lease *l)
 {
 	struct sl_lease **pp;
 
-	for (pp = &s->leases; *pp; pp = &(*pp)->next) {
+	for (pp = head; *pp; pp = &(*pp)->next) {
 		if (*pp == l) {
 			*pp = l->next;
-			break;
+			return true;
 		}
 	}
+	return false;
+}
+
+static void unlink_lease(sl_lease_store *s, struct sl_lease *l)
+{
+	if (!unlink_from(&s->pending, l))
+		unlink_from(&s->leases, l);
+}
+
+void sl__lease_take_pending(sl_lease_store *s)
+{
+	struct sl_lease *l, *next;
+
+	pthread_mutex_lock(&s->pending_lock);
+	for (l = s->pending; l; l = next) {
+		next = l->next;
+		l->next = s->leases;
+		s->leases = l;
+	}
+	s->pending = NULL;
+	pthread_mutex_unlock(&s->pending_lock);
 }
 
 /* A fork()ed child's copy of a lease: the record and the group's limits
@@ -386,6 +408,7 @@ static void forget(struct sl_lease *l)
 int sl_lease_leave(sl_lease *l)
 {
 	sl_lease_store *s;
+	bool pending;
 	int rc = 0;
 
 	if (!l)
@@ -395,8 +418,15 @@ int sl_lease_leave(sl_lease *l)
 		forget(l);
 		return 0;
 	}
-	pthread_mutex_lock(&s->lock);
-	unlink_lease(s, l);
+	/* A lease the run loop has not taken yet is the caller's alone: no
+	 * wait for the loop's store calls. */
+	pthread_mutex_lock(&s->pending_lock);
+	pending = unlink_from(&s->pending, l);
+	pthread_mutex_unlock(&s->pending_lock);
+	if (!pending) {
+		pthread_mutex_lock(&s->lock);
+		unlink_from(&s->leases, l);
+	}
 	/* The record first: once the group's limits are back, what it holds
 	 * must no longer be promised to the budget. */
 	if (l->registered) {
@@ -406,7 +436,8 @@ int sl_lease_leave(sl_lease *l)
 	}
 	if (sl_group_set_limits(l->g, &l->orig) == -EINVAL && !rc)
 		rc = -EINVAL;
-	pthread_mutex_unlock(&s->lock);
+	if (!pending)
+		pthread_mutex_unlock(&s->lock);
 	release_group(l);
 	sl_group_unhold(l->g);
 	free(l);
@@ -416,6 +447,8 @@ int sl_lease_leave(sl_lease *l)
 void sl__lease_leave_all(sl_lease_store *s)
 {
 	if (sl__lease_inherited(s)) {
+		while (s->pending)
+			forget(s->pending);
 		while (s->leases)
 			forget(s->leases);
 		return;
@@ -423,9 +456,14 @@ void sl__lease_leave_all(sl_lease_store *s)
 	for (;;) {
 		struct sl_lease *l;
 
-		pthread_mutex_lock(&s->lock);
-		l = s->leases;
-		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_lock(&s->pending_lock);
+		l = s->pending;
+		pthread_mutex_unlock(&s->pending_lock);
+		if (!l) {
+			pthread_mutex_lock(&s->lock);
+			l = s->leases;
+			pthread_mutex_unlock(&s->lock);
+		}
 		if (!l)
 			return;
 		sl_lease_leave(l);

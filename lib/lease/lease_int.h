@@ -29,6 +29,11 @@ struct sl_lease_store {
 	 * join, leave and the run loop's step of one lease hold it. */
 	pthread_mutex_t lock;
 	struct sl_lease *leases;
+	/* Leases joined since the run loop last looked: a join never waits for
+	 * the run thread's store calls (it holds lock across them), it adds
+	 * here, under pending_lock alone, and the loop moves them to leases. */
+	pthread_mutex_t pending_lock;
+	struct sl_lease *pending;
 	/* Readers of sl_lease_stats() take only this, briefly. */
 	pthread_mutex_t stat_lock;
 	/* The run loop's sleep, cut short by sl_lease_stop(). */
@@ -58,6 +63,8 @@ int sl__store_make_id(sl_lease_store *s, char id[SL_LEASE_ID_MAX]);
 
 /* sl_lease_store_close(): every lease still joined leaves (lease.c). */
 void sl__lease_leave_all(sl_lease_store *s);
+/* The run loop, under s->lock: the leases joined since move to s->leases. */
+void sl__lease_take_pending(sl_lease_store *s);
 
 #define NS_PER_MS INT64_C(1000000)
 

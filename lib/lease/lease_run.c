@@ -283,6 +283,7 @@ int sl_lease_run(sl_lease_store *s)
 		struct sl_lease *l;
 
 		pthread_mutex_lock(&s->lock);
+		sl__lease_take_pending(s);
 		for (l = s->leases; l; l = l->next) {
 			int64_t period = (int64_t)l->opts.period_ms * NS_PER_MS;
 

@@ -151,6 +151,7 @@ int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
 	}
 	pthread_mutex_init(&s->op_lock, NULL);
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->pending_lock, NULL);
 	pthread_mutex_init(&s->stat_lock, NULL);
 	pthread_mutex_init(&s->wake_lock, NULL);
 	pthread_condattr_init(&ca);
@@ -179,6 +180,7 @@ void sl_lease_store_close(sl_lease_store *s)
 	pthread_cond_destroy(&s->wake);
 	pthread_mutex_destroy(&s->wake_lock);
 	pthread_mutex_destroy(&s->stat_lock);
+	pthread_mutex_destroy(&s->pending_lock);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->op_lock);
 	free(s);
@@ -220,14 +222,11 @@ int sl__store_remove(sl_lease_store *s, const char *budget, const char *id)
 	return rc;
 }
 
+/* Not under op_lock: a store makes ids without I/O, and a deferred join
+ * must not wait for a store call in flight (store.h). */
 int sl__store_make_id(sl_lease_store *s, char id[SL_LEASE_ID_MAX])
 {
-	int rc;
-
-	pthread_mutex_lock(&s->op_lock);
-	rc = s->ops->make_id(s->state, id);
-	pthread_mutex_unlock(&s->op_lock);
-	return rc;
+	return s->ops->make_id(s->state, id);
 }
 
 /* ---- budgets ---- */

@@ -86,7 +86,10 @@ struct sl__lease_store_ops {
 	/* Remove the record @id of @budget (a leave).  -ENOENT if none. */
 	int (*remove)(void *state, const char *budget, const char *id);
 
-	/* This process's participant id for a new lease (unique per join). */
+	/* This process's participant id for a new lease (unique per join).
+	 * The one operation called outside store.c's serialization, from any
+	 * thread, while another operation may be in flight: no I/O, and no
+	 * lock that an operation holds across I/O. */
 	int (*make_id)(void *state, char id[SL_LEASE_ID_MAX]);
 
 	/* The store counts a record in full for as long as its process lives,
