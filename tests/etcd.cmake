@@ -33,3 +33,12 @@ foreach(fault node-kill node-stall member-kill all-down wipe)
   set_tests_properties(etcd_fault_${fault} PROPERTIES
       LABELS "etcd" TIMEOUT ${SL_SUITE_TIMEOUT} SKIP_RETURN_CODE 77 RESOURCE_LOCK etcd_cluster)
 endforeach()
+
+# softlimitctl(1) on an etcd:// store (store remove among them).
+if(TARGET softlimitctl)
+  add_test(NAME softlimitctl_etcd
+           COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 1 --
+                   bash ${CMAKE_CURRENT_SOURCE_DIR}/softlimitctl.sh $<TARGET_FILE:softlimitctl> etcd)
+  set_tests_properties(softlimitctl_etcd PROPERTIES
+      LABELS "etcd" TIMEOUT ${SL_SUITE_TIMEOUT} SKIP_RETURN_CODE 77)
+endif()

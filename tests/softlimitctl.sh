@@ -3,12 +3,16 @@
 #
 # softlimitctl.sh SOFTLIMITCTL - softlimitctl(1) end to end on a fresh
 # shm: store: budget set, show (table and --json), list, delete, store
-# remove, and bad
-# input refused with exit status 2 (a bad command line: the store is left
-# as it was) or 1 (the store refused: no such budget), with a message.
+# remove, and bad input refused with exit status 2 (a bad command line:
+# the store is left as it was) or 1 (the store refused: no
+# such budget), with a message.
+#
+# softlimitctl.sh SOFTLIMITCTL etcd - the same commands on an etcd://
+# store, under tests/etcd_cluster.py (SL_ETCD_ENDPOINTS): store remove.
 set -u
 
 CTL=$1
+MODE=${2:-shm}
 STORE="shm:slctl-$$-$RANDOM"
 OUT=$(mktemp "${TMPDIR:-/tmp}/softlimitctl-test.XXXXXX")
 ERR=$(mktemp "${TMPDIR:-/tmp}/softlimitctl-test.XXXXXX")
@@ -35,6 +39,36 @@ expect() {
 }
 
 has() { grep -q -- "$1" "$OUT" || fail "output lacks '$1'"; }
+
+finish() {
+	if [ "$failures" -ne 0 ]; then
+		echo "softlimitctl.sh: $failures failures"
+		exit 1
+	fi
+	echo "softlimitctl.sh: PASS"
+	exit 0
+}
+
+# etcd://: store remove deletes the store's keys; a second finds nothing.
+if [ "$MODE" = etcd ]; then
+	[ -n "${SL_ETCD_ENDPOINTS:-}" ] || { echo "softlimitctl.sh etcd: run under etcd_cluster.py" >&2; exit 2; }
+	STORE="etcd://$SL_ETCD_ENDPOINTS/slctl-$$"
+	expect 0 --timeout 60 budget set web max=64M min=8M
+	expect 0 --timeout 60 budget set db max=1G
+	expect 0 --timeout 60 budget list
+	[ "$(tr '\n' ' ' <"$OUT")" = "db web " ] || fail "etcd budget list: '$(cat "$OUT")'"
+	expect 0 --timeout 60 store remove
+	expect 1 --timeout 60 store remove
+	grep -q 'no such store' "$ERR" || fail "etcd store remove twice: '$(cat "$ERR")'"
+	expect 0 --timeout 60 budget list
+	[ ! -s "$OUT" ] || fail "a removed etcd store still lists budgets: '$(cat "$OUT")'"
+	expect 1 --timeout 60 budget show web
+	# etcd out of reach (nothing listens on port 1): a store error, exit 1.
+	STORE="etcd://127.0.0.1:1/slctl-$$"
+	expect 1 --timeout 3 store remove
+	grep -q 'cannot be reached' "$ERR" || fail "etcd store remove, no etcd: '$(cat "$ERR")'"
+	finish
+fi
 
 # --help and usage errors need no store.
 "$CTL" --help >"$OUT" 2>"$ERR" || fail "--help: exit $?"
@@ -135,8 +169,4 @@ expect 2 store remove extra
 expect 0 budget list
 [ ! -s "$OUT" ] || fail "a removed store still lists budgets"
 
-if [ "$failures" -ne 0 ]; then
-	echo "softlimitctl.sh: $failures failures"
-	exit 1
-fi
-echo "softlimitctl.sh: PASS"
+finish

@@ -2,7 +2,8 @@
 /*
  * The etcd:// store's operations (lib/lease/store.h) against a real etcd
  * that tests/etcd_cluster.py started: SL_ETCD_ENDPOINTS=host:port,...
- * Each test works under its own prefix.
+ * Each test works under its own prefix; sl_lease_store_remove() is tested
+ * here too, through the public call, as the etcd:// store answers it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "etcd_http.h"
 #include "store.h"
 
 static const struct sl__lease_store_ops *ops = &sl__lease_store_etcd;
@@ -319,6 +321,129 @@ START_TEST(a_wiped_store_is_a_new_incarnation)
 }
 END_TEST
 
+/* The public URL of a test's store (open_at()'s prefix). */
+static void url_of(char *out, size_t cap, const char *hosts, const char *tag)
+{
+	snprintf(out, cap, "etcd://%s/sltest-%ld-%s", hosts, (long)getpid(), tag);
+}
+
+static int remove_at(const char *hosts, const char *tag, uint32_t timeout_ms)
+{
+	struct sl_lease_store_opts o;
+	char url[512];
+
+	sl_lease_store_opts_init(&o);
+	o.timeout_ms = timeout_ms;
+	url_of(url, sizeof(url), hosts, tag);
+	return sl_lease_store_remove(url, &o);
+}
+
+/* How many keys etcd holds that start with "sltest-PID-@tag", as etcd
+ * itself counts them (not through the store, whose reads create keys). */
+static int64_t keys_under(const char *tag)
+{
+	struct sl__etcd_conn c;
+	char key[256], end[256];
+	json_t *req, *resp = NULL;
+	int64_t n = -1;
+
+	memset(&c, 0, sizeof(c));
+	ck_assert_int_eq(sl__etcd_conn_init(&c, endpoints(), strlen(endpoints()), STORE_TIMEOUT_MS),
+			 0);
+	snprintf(key, sizeof(key), "sltest-%ld-%s", (long)getpid(), tag);
+	snprintf(end, sizeof(end), "%s", key);
+	end[strlen(end) - 1]++;
+	req = json_pack("{s:o,s:o,s:b}", "key", sl__etcd_b64s(key), "range_end", sl__etcd_b64s(end),
+			"count_only", 1);
+	ck_assert_ptr_nonnull(req);
+	ck_assert_int_eq(sl__etcd_call(&c, "/v3/kv/range", req, &resp, NULL), 0);
+	ck_assert_int_eq(sl__etcd_get_int(json_object_get(resp, "count"), 0, &n), 0);
+	json_decref(req);
+	json_decref(resp);
+	sl__etcd_conn_fini(&c);
+	return n;
+}
+
+/* sl_lease_store_remove() of a store with budgets, records and floors:
+ * every key of it goes, in one step, and a holder's next read finds the
+ * store wiped (a new incarnation), as after a wiped cluster. */
+START_TEST(remove_empties_the_store_and_holders_see_it_wiped)
+{
+	void *st = open_at(endpoints(), "remove", STORE_TIMEOUT_MS);
+	void *nested = open_at(endpoints(), "remove/sub", STORE_TIMEOUT_MS);
+	void *sibling = open_at(endpoints(), "remove-x", STORE_TIMEOUT_MS);
+	struct sl_limits l = limits(1000, 200), got;
+	struct sl__lease_view v, w;
+	struct sl__lease_rec a;
+	char list[4][SL_LEASE_NAME_MAX];
+	size_t n = 99;
+
+	ck_assert_int_eq(ops->budget_set(st, "t", &l), 0);
+	ck_assert_int_eq(ops->budget_set(st, "u", &l), 0);
+	ck_assert_int_eq(ops->read(st, "t", &v), 0);
+	a = rec_of(st, 400, 100);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, true, v.version, v.incarnation), 0);
+	ck_assert_int_eq(ops->budget_set(nested, "n", &l), 0);
+	ck_assert_int_eq(ops->budget_set(sibling, "s", &l), 0);
+	ck_assert_int_gt(keys_under("remove/"), 0);
+	ck_assert_int_gt(keys_under("remove/budgets/"), 0);
+
+	ck_assert_int_eq(remove_at(endpoints(), "remove", STORE_TIMEOUT_MS), 0);
+	/* The incarnation, the budgets, the record and the floor: all gone;
+	 * the store nested under the prefix and the sibling keep theirs. */
+	ck_assert_int_eq(keys_under("remove/incarnation"), 0);
+	ck_assert_int_eq(keys_under("remove/budgets/"), 0);
+	ck_assert_int_eq(ops->budget_get(nested, "n", &got), 0);
+	ck_assert_int_eq(ops->budget_get(sibling, "s", &got), 0);
+
+	/* The holder: the budget is gone with the store, which is new. */
+	ck_assert_int_eq(ops->read(st, "t", &w), -ENOENT);
+	ck_assert_uint_ne(w.incarnation, 0);
+	ck_assert_uint_ne(w.incarnation, v.incarnation);
+	ck_assert_int_eq(ops->write(st, "t", &a, LIVE_TTL_MS, false, v.version, v.incarnation),
+			 -ESTALE);
+	ck_assert_int_eq(ops->budget_list(st, list, 4, &n), 0);
+	ck_assert_uint_eq(n, 0);
+
+	/* That read made the new incarnation: a remove takes it; then there
+	 * is nothing left to remove. */
+	ck_assert_int_eq(remove_at(endpoints(), "remove", STORE_TIMEOUT_MS), 0);
+	ck_assert_int_eq(keys_under("remove/incarnation"), 0);
+	ck_assert_int_eq(remove_at(endpoints(), "remove", STORE_TIMEOUT_MS), -ENOENT);
+	ck_assert_int_eq(ops->budget_get(nested, "n", &got), 0);
+	sl__lease_view_free(&v);
+	ops->close(st);
+	ops->close(nested);
+	ops->close(sibling);
+}
+END_TEST
+
+START_TEST(remove_of_nothing_is_enoent_and_bad_urls_are_refused_as_open_does)
+{
+	static const char *bad[] = { "etcd:", "etcd://", "etcd:///p", "etcd://host/p",
+				     "etcd://h:1x/p", "etcd://h:1/bad prefix", "etcd://h:1//p" };
+	struct sl_lease_store_opts o;
+	sl_lease_store *s;
+	char url[512];
+
+	/* A prefix nothing was ever written under. */
+	ck_assert_int_eq(remove_at(endpoints(), "never", STORE_TIMEOUT_MS), -ENOENT);
+	ck_assert_int_eq(keys_under("never"), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(sl_lease_store_open(bad[i], NULL, &s) == -EINVAL, "open %s", bad[i]);
+		ck_assert_msg(sl_lease_store_remove(bad[i], NULL) == -EINVAL, "remove %s", bad[i]);
+	}
+	/* The options are checked as open checks them, before any I/O. */
+	url_of(url, sizeof(url), endpoints(), "never");
+	sl_lease_store_opts_init(&o);
+	o.timeout_ms = 0;
+	ck_assert_int_eq(sl_lease_store_remove(url, &o), -EINVAL);
+	sl_lease_store_opts_init(&o);
+	o.node = "a:b";
+	ck_assert_int_eq(sl_lease_store_remove(url, &o), -EINVAL);
+}
+END_TEST
+
 /* A socket that accepts connections and never answers: a hung member. */
 static int hung_listener(int *port)
 {
@@ -365,6 +490,22 @@ START_TEST(calls_are_bounded_and_fail_over_between_endpoints)
 }
 END_TEST
 
+/* etcd out of reach: remove answers what every call of the store answers. */
+START_TEST(remove_fails_as_other_calls_do_when_etcd_cannot_be_reached)
+{
+	char hosts[64];
+	int port, fd = hung_listener(&port);
+
+	/* Nothing listens on port 1: refused, tried again until the timeout
+	 * (long enough that a loaded machine's first try is not cut short). */
+	ck_assert_int_eq(remove_at("127.0.0.1:1", "down", 3000), -ECONNREFUSED);
+	/* A member that accepts and never answers: the timeout. */
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d", port);
+	ck_assert_int_eq(remove_at(hosts, "hung", 500), -ETIMEDOUT);
+	close(fd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("etcd_store");
@@ -379,6 +520,9 @@ int main(void)
 	tcase_add_test(tc, an_expired_record_counts_its_floor_and_comes_back_only_within_it);
 	tcase_add_test(tc, a_wiped_store_is_a_new_incarnation);
 	tcase_add_test(tc, calls_are_bounded_and_fail_over_between_endpoints);
+	tcase_add_test(tc, remove_empties_the_store_and_holders_see_it_wiped);
+	tcase_add_test(tc, remove_of_nothing_is_enoent_and_bad_urls_are_refused_as_open_does);
+	tcase_add_test(tc, remove_fails_as_other_calls_do_when_etcd_cannot_be_reached);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -190,6 +190,47 @@ START_TEST(store_remove_unlinks_the_object_and_refuses_bad_input)
 }
 END_TEST
 
+/* One lookup for both: whatever open refuses, remove refuses with the same
+ * errno, before it touches anything (the store here exists). */
+START_TEST(store_remove_refuses_what_open_refuses_with_the_same_errno)
+{
+	static const char *urls[] = { "", "shm", ":x", "shm:", "shm:a/b", "shm:a b", "S!M:x",
+				      "redis://localhost/x", "nosuch:x", "etcd:", "etcd://",
+				      "etcd://h:1/bad prefix" };
+	struct sl_lease_store_opts o;
+	sl_lease_store *s;
+	char name[64], url[160];
+	int rc;
+
+	lease_name(name, sizeof(name));
+	lease_url(url, sizeof(url), name);
+	s = lease_open(name, 1000);
+	sl_lease_store_close(s);
+	for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+		rc = sl_lease_store_open(urls[i], NULL, &s);
+		ck_assert_msg(rc < 0, "open %s: %d", urls[i], rc);
+		ck_assert_msg(sl_lease_store_remove(urls[i], NULL) == rc, "remove %s: %d, open %d",
+			      urls[i], sl_lease_store_remove(urls[i], NULL), rc);
+	}
+	for (int bad = 0; bad < 6; bad++) {
+		sl_lease_store_opts_init(&o);
+		switch (bad) {
+		case 0: o.size = 0; break;
+		case 1: o.timeout_ms = 0; break;
+		case 2: o.timeout_ms = 3600001; break;
+		case 3: o.slots = 0; break;
+		case 4: o.reserved = 1; break;
+		default: o.node = "a:b"; break;
+		}
+		ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EINVAL);
+		ck_assert_msg(sl_lease_store_remove(url, &o) == -EINVAL, "bad opts %d", bad);
+		ck_assert(lease_object_exists(name));
+	}
+	ck_assert_int_eq(sl_lease_store_remove(url, NULL), 0);
+	ck_assert(!lease_object_exists(name));
+}
+END_TEST
+
 /* ---- budgets ---- */
 
 START_TEST(budget_set_refuses_bad_input_and_changes_nothing)
@@ -484,6 +525,7 @@ static Suite *lease_suite(void)
 	tcase_add_test(tc, two_handles_of_one_name_share_the_store);
 	tcase_add_test(tc, the_longest_node_name_gives_whole_participant_ids);
 	tcase_add_test(tc, store_remove_unlinks_the_object_and_refuses_bad_input);
+	tcase_add_test(tc, store_remove_refuses_what_open_refuses_with_the_same_errno);
 	tcase_add_test(tc, budget_set_refuses_bad_input_and_changes_nothing);
 	tcase_add_test(tc, budgets_are_set_read_listed_sorted_and_deleted);
 	tcase_add_test(tc, a_full_budget_table_is_enospc);

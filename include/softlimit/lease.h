@@ -164,12 +164,21 @@ SL_API int sl_lease_store_open(const char *url, const struct sl_lease_store_opts
 SL_API void sl_lease_store_close(sl_lease_store *s);
 
 /**
- * sl_lease_store_remove() - remove the store at @url and everything in it:
+ * sl_lease_store_remove() - remove the store at @url and everything in it,
+ * without opening it.  @url and @opts (NULL: the defaults) are checked as
+ * sl_lease_store_open() checks them, with the same errors.
  * shm: unlink the object (processes that have it open keep theirs until
  * they close it; the next open creates an empty one, which their leases see
- * as a store reset); etcd: delete every key under PREFIX.  For tests and
- * for tearing a deployment down.  Errors: -EINVAL, -EPROTONOSUPPORT,
- * -ENOENT (no such store), store errors.  Thread-safe.
+ * as a store reset).  etcd: delete, in one transaction, PREFIX/incarnation
+ * and every key under PREFIX/budgets/ (budgets, records, floors; other
+ * keys under PREFIX, such as another store's at PREFIX/NAME, stay); the
+ * holders' next read finds a new incarnation, a store reset.  Bounded by
+ * @opts->timeout_ms.  For tests and for tearing a deployment down.
+ * Errors: -EINVAL (NULL or malformed @url, bad @opts), -EPROTONOSUPPORT (a
+ * scheme this build lacks), -ENOENT (nothing to remove), -ENOMEM; shm:
+ * -EACCES, -EIO; etcd, as its other calls: -ECONNREFUSED (no member can be
+ * connected to), -ETIMEDOUT (none answered within the timeout), -EIO (a bad
+ * answer or another etcd error).  Thread-safe.
  */
 SL_API int sl_lease_store_remove(const char *url, const struct sl_lease_store_opts *opts);
 

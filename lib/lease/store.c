@@ -101,42 +101,64 @@ static int opts_ok(const struct sl_lease_store_opts *o)
 	return 0;
 }
 
-int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
-			sl_lease_store **out)
+/*
+ * The one URL-to-store lookup, for open and remove alike: @url's scheme
+ * picks the ops, @opts (NULL: the defaults) are checked into *@o, and *@rest
+ * is the URL after "scheme:".  -EINVAL for a NULL or malformed URL or bad
+ * opts, -EPROTONOSUPPORT for a well-formed scheme this build lacks.
+ */
+static int lookup(const char *url, const struct sl_lease_store_opts *opts,
+		  struct sl_lease_store_opts *o, const struct sl__lease_store_ops **ops,
+		  const char **rest)
 {
-	struct sl_lease_store_opts o;
-	const struct sl__lease_store_ops *ops = NULL;
 	const char *colon;
-	pthread_condattr_t ca;
-	sl_lease_store *s;
 	size_t i, len;
 	int rc;
 
-	if (!url || !out)
+	if (!url)
 		return -EINVAL;
 	if (opts)
-		o = *opts;
+		*o = *opts;
 	else
-		sl_lease_store_opts_init(&o);
-	rc = opts_ok(&o);
+		sl_lease_store_opts_init(o);
+	rc = opts_ok(o);
 	if (rc)
 		return rc;
 	colon = strchr(url, ':');
 	if (!colon || colon == url)
 		return -EINVAL;
 	len = (size_t)(colon - url);
-	for (i = 0; i < sizeof(stores) / sizeof(stores[0]); i++)
-		if (strlen(stores[i]->scheme) == len && !memcmp(stores[i]->scheme, url, len))
-			ops = stores[i];
-	if (!ops) {
-		/* A well-formed scheme this build lacks (etcd without libcurl
-		 * and jansson, or one of a later release) is not a bad URL. */
-		for (i = 0; i < len; i++)
-			if (!((url[i] >= 'a' && url[i] <= 'z') || (url[i] >= '0' && url[i] <= '9') ||
-			      url[i] == '+' || url[i] == '-' || url[i] == '.'))
-				return -EINVAL;
-		return -EPROTONOSUPPORT;
+	*rest = colon + 1;
+	for (i = 0; i < sizeof(stores) / sizeof(stores[0]); i++) {
+		if (strlen(stores[i]->scheme) == len && !memcmp(stores[i]->scheme, url, len)) {
+			*ops = stores[i];
+			return 0;
+		}
 	}
+	/* A well-formed scheme this build lacks (etcd without libcurl and
+	 * jansson, or one of a later release) is not a bad URL. */
+	for (i = 0; i < len; i++)
+		if (!((url[i] >= 'a' && url[i] <= 'z') || (url[i] >= '0' && url[i] <= '9') ||
+		      url[i] == '+' || url[i] == '-' || url[i] == '.'))
+			return -EINVAL;
+	return -EPROTONOSUPPORT;
+}
+
+int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
+			sl_lease_store **out)
+{
+	struct sl_lease_store_opts o;
+	const struct sl__lease_store_ops *ops;
+	const char *rest;
+	pthread_condattr_t ca;
+	sl_lease_store *s;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	rc = lookup(url, opts, &o, &ops, &rest);
+	if (rc)
+		return rc;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -144,7 +166,7 @@ int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
 	s->ops = ops;
 	s->opts = o;
 	s->opts.node = NULL; /* the caller's string is not kept: the store copies it */
-	rc = ops->open(colon + 1, &o, &s->state);
+	rc = ops->open(rest, &o, &s->state);
 	if (rc) {
 		free(s);
 		return rc;
@@ -163,6 +185,21 @@ int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
 	s->owner = getpid();
 	*out = s;
 	return 0;
+}
+
+/* No open store: a store's state outlives its processes, and an open
+ * would create what is to be removed. */
+int sl_lease_store_remove(const char *url, const struct sl_lease_store_opts *opts)
+{
+	struct sl_lease_store_opts o;
+	const struct sl__lease_store_ops *ops;
+	const char *rest;
+	int rc;
+
+	rc = lookup(url, opts, &o, &ops, &rest);
+	if (rc)
+		return rc;
+	return ops->remove_store(rest, &o);
 }
 
 void sl_lease_store_close(sl_lease_store *s)

@@ -59,7 +59,14 @@ struct sl__lease_store_ops {
 	/* @rest is the URL after "scheme:" */
 	int (*open)(const char *rest, const struct sl_lease_store_opts *opts, void **state);
 	void (*close)(void *state);
-	/* sl_lease_store_remove(): no open state needed. */
+	/*
+	 * sl_lease_store_remove(): remove the store at @rest and everything in
+	 * it, with no open state (an open would create it).  @rest is the URL
+	 * after "scheme:", @opts checked by store.c as for open; @rest is
+	 * checked here as open checks it (-EINVAL).  -ENOENT when there was
+	 * nothing to remove.  Holders of the old store must find it wiped: a
+	 * new incarnation (or none) at their next read.  Every store has one.
+	 */
 	int (*remove_store)(const char *rest, const struct sl_lease_store_opts *opts);
 
 	int (*budget_set)(void *state, const char *name, const struct sl_limits *lim);
@@ -99,6 +106,8 @@ struct sl__lease_store_ops {
 };
 
 extern const struct sl__lease_store_ops sl__lease_store_shm;
+/* The shm: store's remove_store (store_remove.c). */
+int sl__shm_remove_store(const char *rest, const struct sl_lease_store_opts *opts);
 #ifdef SL_HAVE_ETCD
 extern const struct sl__lease_store_ops sl__lease_store_etcd;
 #endif

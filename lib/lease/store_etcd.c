@@ -120,6 +120,60 @@ static void etcd_close(void *state)
 	free(st);
 }
 
+/*
+ * sl_lease_store_remove(): the store's keys, PREFIX/incarnation and every
+ * key under PREFIX/budgets/, in one txn, so that no holder reads the
+ * budgets gone and the old incarnation still there.  Not a range over all
+ * of PREFIX/: a store whose PREFIX is this one's followed by "/NAME" is
+ * another store, and keeps its keys.  Holders' next read finds no
+ * incarnation, creates a new one and so sees the store wiped (a write with
+ * the old one fails its compare, -ESTALE).  The records' etcd leases are
+ * left to run out: they are their holders', and hold no key any more.
+ * -ENOENT when neither held a key (also when a member applied the txn and
+ * its answer was lost, and the retry on another found nothing: the store
+ * is gone either way).  The call is bounded by the store's
+ * timeout, and fails as every other call of the store does when etcd
+ * cannot be reached (sl__etcd_call(): -ECONNREFUSED, -ETIMEDOUT, -EIO).
+ */
+static int etcd_remove_store(const char *rest, const struct sl_lease_store_opts *opts)
+{
+	struct sl__etcd_store *st;
+	char ikey[SL__ETCD_KEY_MAX], base[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX];
+	json_t *req, *resp = NULL;
+	int64_t deleted = 0;
+	void *state;
+	int rc;
+
+	rc = etcd_open(rest, opts, &state);
+	if (rc)
+		return rc;
+	st = state;
+	sl__etcd_key(st, ikey, NULL, NULL, NULL);
+	sl__etcd_key(st, base, "", NULL, NULL); /* "PREFIX/budgets/" */
+	sl__etcd_prefix_end(end, base);
+	req = json_pack("{s:[{s:{s:o}},{s:{s:o,s:o}}]}", "success", "request_delete_range", "key",
+			sl__etcd_b64s(ikey), "request_delete_range", "key", sl__etcd_b64s(base),
+			"range_end", sl__etcd_b64s(end));
+	rc = req ? sl__etcd_call(&st->conn, "/v3/kv/txn", req, &resp, NULL) : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < 2; i++) {
+		json_t *r = json_array_get(json_object_get(resp, "responses"), i);
+		int64_t n;
+
+		/* The gateway leaves a count of 0 out. */
+		r = json_object_get(r, "response_delete_range");
+		if (!r || sl__etcd_get_int(json_object_get(r, "deleted"), 0, &n) || n < 0)
+			rc = -EIO;
+		else
+			deleted += n;
+	}
+	if (rc == 0 && deleted == 0)
+		rc = -ENOENT;
+	json_decref(req);
+	json_decref(resp);
+	etcd_close(st);
+	return rc;
+}
+
 /* ---- keys and values --------------------------------------------------- */
 
 void sl__etcd_key(const struct sl__etcd_store *st, char *out, const char *name, const char *kind,
@@ -388,6 +442,7 @@ const struct sl__lease_store_ops sl__lease_store_etcd = {
 	.scheme = "etcd",
 	.open = etcd_open,
 	.close = etcd_close,
+	.remove_store = etcd_remove_store,
 	.budget_set = etcd_budget_set,
 	.budget_get = etcd_budget_get,
 	.budget_delete = etcd_budget_delete,

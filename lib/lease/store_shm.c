@@ -423,6 +423,7 @@ const struct sl__lease_store_ops sl__lease_store_shm = {
 	.read = shm_read,
 	.write = shm_write,
 	.remove = shm_remove,
+	.remove_store = sl__shm_remove_store,
 	.make_id = shm_make_id,
 	.counts_while_alive = true,
 };

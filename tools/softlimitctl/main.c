@@ -42,7 +42,7 @@ static void usage(FILE *f)
 		"  budget delete NAME  remove NAME (live leases keep their last share)\n"
 		"  budget list         the budgets' names\n"
 		"  store remove        remove the store and every budget in it (shm: the\n"
-		"                      object; etcd: every key under PREFIX)\n"
+		"                      object; etcd: PREFIX/incarnation, PREFIX/budgets/*)\n"
 		"options:\n"
 		"  --store URL         shm:NAME or etcd://HOST:PORT[,HOST:PORT...]/PREFIX\n"
 		"                      (default: $SOFTLIMIT_STORE)\n"
