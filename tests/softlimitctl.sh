@@ -4,7 +4,7 @@
 # softlimitctl.sh SOFTLIMITCTL - softlimitctl(1) end to end on a fresh
 # shm: store: budget set, show (table and --json), list, delete, store
 # remove, and bad input refused with exit status 2 (a bad command line:
-# the store is left as it was) or 1 (the store refused: no
+# the store is left as it was, or not created) or 1 (the store refused: no
 # such budget), with a message.
 #
 # softlimitctl.sh SOFTLIMITCTL etcd - the same commands on an etcd://
@@ -14,9 +14,10 @@ set -u
 CTL=$1
 MODE=${2:-shm}
 STORE="shm:slctl-$$-$RANDOM"
+NEVER="slctl-never-$$-$RANDOM" # a shm: store no command may create
 OUT=$(mktemp "${TMPDIR:-/tmp}/softlimitctl-test.XXXXXX")
 ERR=$(mktemp "${TMPDIR:-/tmp}/softlimitctl-test.XXXXXX")
-trap 'rm -f "$OUT" "$ERR" "/dev/shm/softlimit-${STORE#shm:}"' EXIT
+trap 'rm -f "$OUT" "$ERR" "/dev/shm/softlimit-${STORE#shm:}" "/dev/shm/softlimit-$NEVER"' EXIT
 failures=0
 
 fail() {
@@ -112,6 +113,18 @@ has '"max":33554432,"soft":0,"min":0,'
 expect 0 budget set web max=2GB soft=512kb min=1k
 expect 0 --json budget show web
 has '"max":2147483648,"soft":524288,"min":1024,'
+
+# A refused budget set creates no store: every argument is checked first.
+for bad in "max=18446744073709551616" "max=1M min=2M" "max=1M soft=2M" "max=12X" "max=0" \
+	"max=18446744073709551615" "soft=1M"; do
+	# shellcheck disable=SC2086 # the words of $bad are the arguments
+	"$CTL" --store "shm:$NEVER" budget set web $bad >"$OUT" 2>"$ERR"
+	rc=$?
+	[ "$rc" -eq 2 ] || fail "budget set web $bad on a new store: exit $rc, expected 2"
+	grep -q '^softlimitctl: budget set web: ' "$ERR" || fail "budget set web $bad: '$(cat "$ERR")'"
+	[ ! -e "/dev/shm/softlimit-$NEVER" ] || fail "a refused budget set web $bad created the store"
+	rm -f "/dev/shm/softlimit-$NEVER"
+done
 
 # Bad input: exit 2, and the budget is as it was.
 for bad in "max=" "max=12X" "max=-5" "max=0" "soft=1M" "max=1M soft=2M" "max=1M min=2M" \

@@ -11,7 +11,8 @@
  *
  * The store is --store, else $SOFTLIMIT_STORE.  Exit status: 0 done, 1 the
  * store refused or could not be reached (a message says which), 2 a bad
- * command line (nothing was done).
+ * command line (nothing was done: every argument is checked before the
+ * store is opened, as an open creates a shm: store).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -235,6 +236,7 @@ int main(int argc, char **argv)
 {
 	struct cmdline cl = { 0 };
 	struct ctl c = { 0 };
+	struct set_args set = { 0 };
 	const char *verb, *name;
 	int rc, nargs;
 
@@ -249,6 +251,7 @@ int main(int argc, char **argv)
 		die_usage("budget: which? set, show, delete or list");
 	verb = cl.args[1];
 	name = cl.nargs > 2 ? cl.args[2] : NULL;
+	set.name = name;
 	nargs = cl.nargs - 2; /* after the verb */
 	if (strcmp(verb, "set") == 0) {
 		if (nargs < 2)
@@ -265,8 +268,13 @@ int main(int argc, char **argv)
 	} else {
 		die_usage("unknown budget command '%s' (set, show, delete, list)", verb);
 	}
+	/* Every argument is checked before the store is opened: an open
+	 * creates a store that does not exist, and a refused command must
+	 * leave nothing behind. */
 	if (name)
 		check_name(name);
+	if (strcmp(verb, "set") == 0)
+		parse_limits(&set, cl.args + 3, nargs - 1);
 	if (!cl.url || !*cl.url)
 		die_usage("no store: give --store URL or set SOFTLIMIT_STORE");
 
@@ -280,10 +288,7 @@ int main(int argc, char **argv)
 		return fail("cannot open the store", c.url, rc);
 
 	if (strcmp(verb, "set") == 0) {
-		struct set_args a = { .name = name };
-
-		parse_limits(&a, cl.args + 3, nargs - 1);
-		rc = ctl_call(&c, do_set, &a);
+		rc = ctl_call(&c, do_set, &set);
 		if (rc == -EINVAL)
 			rc = -EDOM; /* after our checks: limits the store refused */
 		if (rc != 0)
