@@ -8,6 +8,7 @@
 #define SL_LEASE_ETCD_STORE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,7 +34,7 @@ struct sl__etcd_store {
 	struct sl__etcd_conn conn;
 	char prefix[208];
 	char node[64];
-	uint64_t ids; /* participant ids made so far */
+	_Atomic uint64_t ids; /* participant ids made so far (make_id takes no lock) */
 
 	/* The store's incarnation as last read: PREFIX/incarnation's value and
 	 * the cluster id it came with. */

@@ -432,9 +432,9 @@ int sl__etcd_make_id(void *state, char id[SL_LEASE_ID_MAX])
 
 	if (!st || !id)
 		return -EINVAL;
-	pthread_mutex_lock(&st->lock);
-	n = ++st->ids;
-	pthread_mutex_unlock(&st->lock);
+	/* Not st->lock: it is held across I/O, and an id must not wait for
+	 * a store call in flight (store.h). */
+	n = atomic_fetch_add_explicit(&st->ids, 1, memory_order_relaxed) + 1;
 	/* node:pid:n — unique per join in this process, and across processes
 	 * of a node by the pid (node names are the operator's to keep apart). */
 	snprintf(id, SL_LEASE_ID_MAX, "%.60s:%ld:%llu", st->node, (long)getpid(),
