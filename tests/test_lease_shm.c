@@ -9,12 +9,14 @@
  * the store's mutex, and while the mutex is held by a stopped process.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "lease_helpers.h"
 #include "lease_int.h"
+#include "store_shm.h"
 
 enum want { WANT_NOTHING_SAID = 0, WANT_MORE = 1, WANT_IDLE = 2 };
 
@@ -93,31 +95,39 @@ static void *child_run(void *arg)
 		}                                                                              \
 	} while (0)
 
-static void __attribute__((noreturn)) child_main(struct ctl *c, int i)
+/* In a child: its store, and a group "g" in a tree of its own. */
+static void child_setup(struct ctl *c, struct child_ctl *cc, sl_lease_store **s, sl_group **g)
 {
-	struct child_ctl *cc = &c->c[i];
+	static const struct sl_ops ops = { .reclaim = free_some };
 	struct sl_lease_store_opts so;
-	struct sl_lease_opts o;
-	struct sl_ops ops = { .reclaim = free_some };
 	struct sl_tree_opts to;
 	struct sl_limits lim;
-	sl_lease_store *s = NULL;
-	sl_lease *l = NULL;
 	sl_tree *t = NULL;
-	sl_group *g = NULL;
-	pthread_t th;
 	char url[128];
-	int rc;
 
 	sl_lease_store_opts_init(&so);
 	so.node = "child";
 	lease_url(url, sizeof(url), c->name);
-	CHILD_CHECK(cc, sl_lease_store_open(url, &so, &s) == 0);
+	CHILD_CHECK(cc, sl_lease_store_open(url, &so, s) == 0);
 	sl_tree_opts_init(&to);
 	to.batch = SL_BATCH_NONE;
 	CHILD_CHECK(cc, sl_tree_create(&to, &t) == 0);
 	sl_limits_init(&lim);
-	CHILD_CHECK(cc, sl_group_create(sl_tree_root(t), "g", &lim, &ops, NULL, &g) == 0);
+	CHILD_CHECK(cc, sl_group_create(sl_tree_root(t), "g", &lim, &ops, NULL, g) == 0);
+}
+
+static void __attribute__((noreturn)) child_main(struct ctl *c, int i)
+{
+	struct child_ctl *cc = &c->c[i];
+	struct sl_lease_opts o;
+	struct sl_limits lim;
+	sl_lease_store *s = NULL;
+	sl_lease *l = NULL;
+	sl_group *g = NULL;
+	pthread_t th;
+	int rc;
+
+	child_setup(c, cc, &s, &g);
 	lease_fast_opts(&o);
 	o.demand = child_demand;
 	o.demand_ctx = cc;
@@ -678,6 +688,589 @@ START_TEST(the_stats_show_a_raise_before_the_group_has_it_and_a_cut_before_the_s
 }
 END_TEST
 
+/* ---- liveness: a process whose main thread is gone ---- */
+
+/* The state of @pid's main thread (field 3 of /proc/PID/stat), '?' if none. */
+static char leader_state(pid_t pid)
+{
+	char path[64], buf[512];
+	const char *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static pid_t headless_parent;
+
+/* The thread that outlives the child's main thread, until told to quit. */
+static void *headless_watch(void *arg)
+{
+	struct child_ctl *cc = arg;
+
+	while (!atomic_load(&cc->quit)) {
+		if (getppid() != headless_parent) /* the test is gone */
+			_exit(5);
+		nap_ms(2);
+	}
+	_exit(0);
+}
+
+/* Join with 2000 in use, start a thread, and end the main thread. */
+static void __attribute__((noreturn)) headless_main(struct ctl *c)
+{
+	struct child_ctl *cc = &c->c[0];
+	sl_lease_store *s = NULL;
+	sl_lease *l = NULL;
+	sl_group *g = NULL;
+	pthread_t th;
+
+	child_setup(c, cc, &s, &g);
+	CHILD_CHECK(cc, sl_charge(g, 2000, 0) == 0);
+	CHILD_CHECK(cc, sl_lease_join(s, c->budget, g, NULL, &l) == 0);
+	CHILD_CHECK(cc, pthread_create(&th, NULL, headless_watch, cc) == 0);
+	atomic_store(&cc->joined, 1);
+	pthread_exit(NULL);
+}
+
+START_TEST(a_process_whose_main_thread_exited_keeps_its_share)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	const struct sl_lease_participant *it;
+	struct ctl *c = ctl_new();
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g;
+	pid_t pid;
+	size_t n;
+
+	s = lease_open(c->name, 1000);
+	budget_make(s, c->budget, 3000, 0, 0);
+	headless_parent = getpid();
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		die_with_parent(headless_parent);
+		headless_main(c);
+	}
+	c->c[0].pid = pid;
+	wait_joined(c, 1);
+	/* Its main thread is gone: /proc shows the leader a zombie, while the
+	 * process runs on and holds its 2000. */
+	WAIT_FOR(leader_state(pid) == 'Z', "the child's main thread to exit");
+	n = lease_parts(s, c->budget, p);
+	it = of_pid(p, n, pid);
+	ck_assert_msg(it != NULL, "a live process whose main thread exited was taken for dead");
+	ck_assert_uint_ge(it->share, 2000);
+	/* Its room is not granted to a joiner. */
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(g, 2000, 0), 0);
+	ck_assert_int_eq(sl_lease_join(s, c->budget, g, NULL, &l), -EBUSY);
+	ck_assert_ptr_nonnull(of_pid(p, lease_parts(s, c->budget, p), pid));
+
+	/* The whole process gone (without leaving): its share is free. */
+	quit_child(c, 0);
+	ck_assert_uint_eq(lease_parts(s, c->budget, p), 0);
+	ck_assert_int_eq(sl_lease_join(s, c->budget, g, NULL, &l), 0);
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	ck_assert_int_eq(sl_uncharge(g, 2000), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	ctl_free(c);
+}
+END_TEST
+
+/* ---- a corrupt or truncated object ---- */
+
+static void object_path(const char *name, char *buf, size_t size)
+{
+	snprintf(buf, size, "/dev/shm/softlimit-%s", name);
+}
+
+/* Store @name's bytes as a scribbler sees them (store_shm.h's layout). */
+struct view {
+	struct shm_header *h;
+	size_t size;
+	uint32_t nb, ns;
+};
+
+static struct shm_budget *view_budget(const struct view *v, uint32_t i)
+{
+	return (struct shm_budget *)(void *)((char *)v->h + sizeof(*v->h)) + i;
+}
+
+static struct shm_slot *view_slot(const struct view *v, uint32_t i)
+{
+	return (struct shm_slot *)(void *)view_budget(v, v->nb) + i;
+}
+
+/* Opening the object and closing the fd drops this process's liveness lock
+ * on it; only this process uses these stores, and its own slots are judged
+ * by its pid. */
+static void object_map(const char *name, struct view *v)
+{
+	char path[128];
+	struct stat sb;
+	int fd;
+
+	object_path(name, path, sizeof(path));
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	v->size = (size_t)sb.st_size;
+	v->h = mmap(NULL, v->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert(v->h != MAP_FAILED);
+	close(fd);
+	v->nb = v->h->nbudgets;
+	v->ns = v->h->nslots;
+}
+
+static void object_unmap(struct view *v)
+{
+	munmap(v->h, v->size);
+}
+
+static void object_truncate(const char *name, off_t size)
+{
+	char path[128];
+
+	object_path(name, path, sizeof(path));
+	ck_assert_int_eq(truncate(path, size), 0);
+}
+
+/* The index of budget @name's entry. */
+static uint32_t budget_index(const struct view *v, const char *name)
+{
+	uint32_t i;
+
+	for (i = 0; i < v->nb; i++) {
+		struct shm_budget_data *d = bcur(view_budget(v, i));
+
+		if (d->used && !strncmp(d->name, name, sizeof(d->name)))
+			return i;
+	}
+	ck_abort_msg("no budget %s", name);
+	return 0;
+}
+
+static struct shm_budget_data *budget_entry(const struct view *v, const char *name)
+{
+	return bcur(view_budget(v, budget_index(v, name)));
+}
+
+static struct shm_slot_data *slot_of_budget(const struct view *v, const char *name)
+{
+	uint32_t b = budget_index(v, name), i;
+
+	for (i = 0; i < v->ns; i++) {
+		struct shm_slot_data *d = scur(view_slot(v, i));
+
+		if (d->used && d->budget == b)
+			return d;
+	}
+	ck_abort_msg("no slot of budget %s", name);
+	return NULL;
+}
+
+static sl_lease_store *lease_open_slots(const char *name, uint32_t timeout_ms, uint32_t nslots)
+{
+	struct sl_lease_store_opts o;
+	sl_lease_store *s = NULL;
+	char url[128];
+
+	sl_lease_store_opts_init(&o);
+	o.timeout_ms = timeout_ms;
+	o.slots = nslots;
+	o.node = "test";
+	lease_url(url, sizeof(url), name);
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), 0);
+	return s;
+}
+
+#define ANSWERS(rc, ...)                                                                       \
+	do {                                                                                   \
+		const int ok_[] = { 0, __VA_ARGS__ };                                          \
+		bool found_ = false;                                                           \
+		for (size_t k_ = 0; k_ < sizeof(ok_) / sizeof(ok_[0]); k_++)                   \
+			found_ |= (rc) == ok_[k_];                                             \
+		ck_assert_msg(found_, "%s answered %d", #rc, (rc));                            \
+	} while (0)
+
+/* Every public call answers 0 or a documented error, and whatever list
+ * gives is a whole, valid name. */
+static void calls_answer(sl_lease_store *s, sl_group *g)
+{
+	char names[8][SL_LEASE_NAME_MAX];
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct sl_limits lim;
+	sl_lease *l = NULL;
+	size_t n = 0, i;
+	int rc;
+
+	rc = sl_lease_budget_list(s, names, 8, &n);
+	ANSWERS(rc, -EIO, -ETIMEDOUT);
+	for (i = 0; rc == 0 && i < n && i < 8; i++) {
+		ck_assert_msg(memchr(names[i], '\0', SL_LEASE_NAME_MAX), "an unterminated name");
+		ck_assert_msg(sl__lease_name_ok(names[i]), "a bad name: %s", names[i]);
+	}
+	rc = sl_lease_budget_get(s, "a", &lim);
+	ANSWERS(rc, -ENOENT, -EIO, -ETIMEDOUT);
+	rc = sl_lease_budget_participants(s, "a", p, LEASE_MAXP, &n);
+	ANSWERS(rc, -ENOENT, -EIO, -ETIMEDOUT);
+	for (i = 0; rc == 0 && i < n && i < LEASE_MAXP; i++)
+		ck_assert(memchr(p[i].id, '\0', sizeof(p[i].id)));
+	rc = sl_lease_join(s, "a", g, NULL, &l);
+	ANSWERS(rc, -ENOENT, -EBUSY, -ENOSPC, -EIO, -ETIMEDOUT, -EAGAIN);
+	if (rc == 0) {
+		rc = sl_lease_leave(l);
+		ANSWERS(rc, -ENOENT, -EIO, -ETIMEDOUT);
+	}
+	sl_limits_init(&lim);
+	lim.max = 1000;
+	rc = sl_lease_budget_set(s, "b", &lim);
+	ANSWERS(rc, -ENOSPC, -EIO, -ETIMEDOUT);
+	rc = sl_lease_budget_delete(s, "c");
+	ANSWERS(rc, -ENOENT, -EIO, -ETIMEDOUT);
+}
+
+static uint64_t xorshift(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static void names_are(sl_lease_store *s, const char *want)
+{
+	char names[8][SL_LEASE_NAME_MAX], got[8 * SL_LEASE_NAME_MAX] = "";
+	size_t n = 0, i;
+
+	ck_assert_int_eq(sl_lease_budget_list(s, names, 8, &n), 0);
+	ck_assert_uint_le(n, 8);
+	for (i = 0; i < n; i++) {
+		ck_assert_msg(memchr(names[i], '\0', SL_LEASE_NAME_MAX), "an unterminated name");
+		strcat(got, i ? " " : "");
+		strcat(got, names[i]);
+	}
+	ck_assert_str_eq(got, want);
+}
+
+START_TEST(corrupt_entries_are_skipped_and_a_budget_set_repairs_them)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct view view;
+	struct sl_limits lim;
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	/* Three entries of each table: the corrupt ones are all the room. */
+	s = lease_open_slots(name, 1000, 3);
+	budget_make(s, "a", 1000, 0, 0);
+	budget_make(s, "b", 1000, 0, 0);
+	budget_make(s, "c", 1000, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(g, 100, 0), 0);
+	ck_assert_int_eq(sl_lease_join(s, "c", g, NULL, &l), 0);
+	ck_assert_uint_eq(lease_parts(s, "c", p), 1);
+
+	object_map(name, &view);
+	slot_of_budget(&view, "c")->floor = UINT64_MAX; /* above its held */
+	memset(budget_entry(&view, "a")->name, 'x', SL_LEASE_NAME_MAX); /* no NUL */
+	budget_entry(&view, "b")->used = 7;
+	object_unmap(&view);
+
+	/* Never returned, and the store still opens and works. */
+	names_are(s, "c");
+	ck_assert_uint_eq(lease_parts(s, "c", p), 0);
+	ck_assert_int_eq(sl_lease_budget_get(s, "a", &lim), -ENOENT);
+	ck_assert_int_eq(sl_lease_budget_get(s, "b", &lim), -ENOENT);
+	/* A corrupt entry is free space: setting a budget over it repairs it. */
+	budget_make(s, "b", 2000, 0, 0);
+	budget_make(s, "a", 3000, 0, 0);
+	names_are(s, "a b c");
+	ck_assert_int_eq(sl_lease_budget_get(s, "a", &lim), 0);
+	ck_assert_uint_eq(lim.max, 3000);
+	ck_assert_uint_eq(lease_parts(s, "a", p), 0);
+	sl_limits_init(&lim);
+	lim.max = 10;
+	ck_assert_int_eq(sl_lease_budget_set(s, "d", &lim), -ENOSPC);
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	ck_assert_int_eq(sl_uncharge(g, 100), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(random_bytes_over_the_tables_give_only_documented_answers)
+{
+	struct view view;
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g, *h;
+	char name[64];
+	uint64_t x = 0x9e3779b97f4a7c15u;
+	int round, k;
+
+	lease_name(name, sizeof(name));
+	s = lease_open_slots(name, 200, 8);
+	budget_make(s, "a", 1000, 0, 0);
+	budget_make(s, "c", 1000, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	h = group_new(sl_tree_root(t), "h", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(g, 100, 0), 0);
+	/* A record to scribble over (calls_answer() joins with g). */
+	ck_assert_int_eq(sl_lease_join(s, "a", h, NULL, &l), 0);
+	object_map(name, &view);
+	for (round = 0; round < 200; round++) {
+		char *tables = (char *)view_budget(&view, 0);
+		size_t len = view.size - sizeof(struct shm_header);
+
+		/* A few runs of random bytes anywhere in the tables. */
+		for (k = 0; k < 4; k++) {
+			size_t at = xorshift(&x) % len, n = 1 + xorshift(&x) % 64, i;
+
+			for (i = 0; i < n && at + i < len; i++)
+				tables[at + i] = (char)xorshift(&x);
+		}
+		calls_answer(s, g);
+		/* Now and then a budget set over it all. */
+		if (round % 10 == 9)
+			budget_make(s, "a", 1000, 0, 0);
+	}
+	object_unmap(&view);
+	k = sl_lease_leave(l);
+	ANSWERS(k, -ENOENT, -EIO, -ETIMEDOUT);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+START_TEST(a_scribbled_mutex_gives_a_documented_error)
+{
+	struct view view;
+	sl_lease_store *s;
+	sl_tree *t;
+	sl_group *g;
+	char name[64];
+	uint64_t x = 0x2545f4914f6cdd1du;
+	int round;
+
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(g, 100, 0), 0);
+	lease_name(name, sizeof(name));
+	for (round = 0; round < 40; round++) {
+		unsigned char *m;
+		size_t i;
+
+		s = lease_open_slots(name, 100, 8);
+		budget_make(s, "a", 1000, 0, 0);
+		object_map(name, &view);
+		m = (unsigned char *)&view.h->mutex;
+		/* All ones first, then random bytes (each byte kept or not). */
+		for (i = 0; i < sizeof(view.h->mutex); i++)
+			if (!round)
+				m[i] = 0xff;
+			else if (xorshift(&x) & 1)
+				m[i] = (unsigned char)xorshift(&x);
+		object_unmap(&view);
+		calls_answer(s, g);
+		sl_lease_store_close(s);
+		lease_unlink(name);
+	}
+	ck_assert_int_eq(sl_uncharge(g, 100), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+START_TEST(a_truncated_object_gives_eio_never_sigbus)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	char names[4][SL_LEASE_NAME_MAX];
+	struct sl_limits lim;
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t;
+	sl_group *g;
+	char name[64], url[128];
+	size_t n;
+	off_t sizes[2];
+	int i, rc;
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "a", 1000, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	g = group_new(sl_tree_root(t), "g", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(g, 100, 0), 0);
+	ck_assert_int_eq(sl_lease_join(s, "a", g, NULL, &l), 0);
+	/* Short by its last page (the header whole), then empty. */
+	sizes[0] = (off_t)object_size(256, 256) - 4096;
+	sizes[1] = 0;
+	for (i = 0; i < 2; i++) {
+		object_truncate(name, sizes[i]);
+		ck_assert_int_eq(sl_lease_budget_list(s, names, 4, &n), -EIO);
+		ck_assert_int_eq(sl_lease_budget_get(s, "a", &lim), -EIO);
+		ck_assert_int_eq(sl_lease_budget_participants(s, "a", p, LEASE_MAXP, &n), -EIO);
+		sl_limits_init(&lim);
+		lim.max = 10;
+		ck_assert_int_eq(sl_lease_budget_set(s, "b", &lim), -EIO);
+		ck_assert_int_eq(sl_lease_budget_delete(s, "a"), -EIO);
+	}
+	rc = sl_lease_leave(l);
+	ck_assert_int_eq(rc, -EIO);
+	sl_lease_store_close(s);
+	/* The way out: remove it; the next open makes a new one. */
+	lease_url(url, sizeof(url), name);
+	ck_assert_int_eq(sl_lease_store_remove(url, NULL), 0);
+	s = lease_open(name, 1000);
+	budget_make(s, "a", 1000, 0, 0);
+	ck_assert_int_eq(sl_lease_join(s, "a", g, NULL, &l), 0);
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	ck_assert_int_eq(sl_uncharge(g, 100), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+/* ---- creation ---- */
+
+/* What a creator that died before marking its object ready leaves. */
+static void object_make(const char *name, size_t size, int byte)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "/softlimit-%s", name);
+	fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	if (size) {
+		void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+		ck_assert(m != MAP_FAILED);
+		memset(m, byte, size);
+		munmap(m, size);
+	}
+	close(fd);
+}
+
+START_TEST(an_object_a_dead_creator_left_unready_is_initialised_by_the_next_open)
+{
+	const size_t sizes[] = { 0, 100, object_size(256, 256), object_size(256, 256) + 4096 };
+	const int bytes[] = { 0, 0, 0, 0xa5 };
+	struct sl_limits lim;
+	sl_lease_store *s;
+	char name[64];
+	size_t i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		lease_name(name, sizeof(name));
+		object_make(name, sizes[i], bytes[i]);
+		s = lease_open(name, 2000);
+		budget_make(s, "a", 1000, 0, 0);
+		ck_assert_int_eq(sl_lease_budget_get(s, "a", &lim), 0);
+		ck_assert_uint_eq(lim.max, 1000);
+		sl_lease_store_close(s);
+		lease_unlink(name);
+	}
+}
+END_TEST
+
+START_TEST(an_object_marked_ready_but_truncated_gives_eio_at_once)
+{
+	struct sl_lease_store_opts o;
+	sl_lease_store *s;
+	char name[64], url[128];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 1000);
+	budget_make(s, "a", 1000, 0, 0);
+	sl_lease_store_close(s);
+	object_truncate(name, (off_t)object_size(256, 256) / 2);
+	/* A timeout far beyond the test's: -EIO means no wait for it. */
+	sl_lease_store_opts_init(&o);
+	o.timeout_ms = 3600000;
+	lease_url(url, sizeof(url), name);
+	s = NULL;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EIO);
+	ck_assert_ptr_null(s);
+	lease_unlink(name);
+}
+END_TEST
+
+static atomic_int *init_reached;
+
+static void stop_in_init(void)
+{
+	atomic_store(init_reached, 1);
+	for (;;)
+		pause();
+}
+
+START_TEST(an_initialiser_killed_midway_leaves_an_object_the_next_open_initialises)
+{
+	struct sl_lease_store_opts o;
+	struct sl_limits lim;
+	sl_lease_store *s = NULL;
+	char name[64], url[128];
+	pid_t parent = getpid(), pid;
+	int status;
+
+	init_reached = mmap(NULL, sizeof(*init_reached), PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert(init_reached != MAP_FAILED);
+	atomic_init(init_reached, 0);
+	lease_name(name, sizeof(name));
+	lease_url(url, sizeof(url), name);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		die_with_parent(parent);
+		sl__lease_shm_test_init_hook = stop_in_init;
+		sl_lease_store_open(url, NULL, &s);
+		_exit(2);
+	}
+	WAIT_FOR(atomic_load(init_reached), "the child in the middle of initialising");
+	/* A live initialiser holds the init lock: an open waits its timeout. */
+	sl_lease_store_opts_init(&o);
+	o.timeout_ms = 100;
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -ETIMEDOUT);
+	/* Killed there: the kernel drops its lock, the next open initialises. */
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status));
+	s = lease_open(name, 2000);
+	budget_make(s, "a", 1000, 0, 0);
+	ck_assert_int_eq(sl_lease_budget_get(s, "a", &lim), 0);
+	ck_assert_uint_eq(lim.max, 1000);
+	sl_lease_store_close(s);
+	lease_unlink(name);
+	munmap(init_reached, sizeof(*init_reached));
+}
+END_TEST
+
 static Suite *lease_shm_suite(void)
 {
 	Suite *s = suite_create("lease_shm");
@@ -691,6 +1284,14 @@ static Suite *lease_shm_suite(void)
 	tcase_add_test(tc, a_process_dead_with_the_mutex_held_leaves_the_store_whole);
 	tcase_add_test(tc, a_mutex_held_by_a_stopped_process_times_out_and_holders_keep_their_share);
 	tcase_add_test(tc, the_stats_show_a_raise_before_the_group_has_it_and_a_cut_before_the_store);
+	tcase_add_test(tc, a_process_whose_main_thread_exited_keeps_its_share);
+	tcase_add_test(tc, corrupt_entries_are_skipped_and_a_budget_set_repairs_them);
+	tcase_add_test(tc, random_bytes_over_the_tables_give_only_documented_answers);
+	tcase_add_test(tc, a_scribbled_mutex_gives_a_documented_error);
+	tcase_add_test(tc, a_truncated_object_gives_eio_never_sigbus);
+	tcase_add_test(tc, an_object_a_dead_creator_left_unready_is_initialised_by_the_next_open);
+	tcase_add_test(tc, an_object_marked_ready_but_truncated_gives_eio_at_once);
+	tcase_add_test(tc, an_initialiser_killed_midway_leaves_an_object_the_next_open_initialises);
 	suite_add_tcase(s, tc);
 	return s;
 }

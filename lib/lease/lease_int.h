@@ -160,6 +160,9 @@ int sl__lease_shm_test_lock(sl_lease_store *s);
 /* The totals kept beside the tables, and what the tables say they are. */
 int sl__lease_shm_test_totals(sl_lease_store *s, uint32_t kept[2], uint32_t counted[2]);
 void sl__lease_shm_test_crash_locked(sl_lease_store *s) __attribute__((noreturn));
+/* Called by the process that initialises a shm object, with the init lock
+ * held and the object half set up (a test kills the process there). */
+extern void (*sl__lease_shm_test_init_hook)(void);
 
 /*
  * Test hook of every lease (tests/lease_node.c): called on the thread that

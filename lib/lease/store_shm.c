@@ -13,43 +13,43 @@
 #include <string.h>
 #include <unistd.h>
 
-static int find_budget(struct shm_header *h, const char *name)
+static int find_budget(const struct shm_state *st, const char *name)
 {
-	struct shm_budget *b = budgets(h);
 	uint32_t i;
 
-	for (i = 0; i < h->nbudgets; i++) {
-		struct shm_budget_data *d = bcur(&b[i]);
+	for (i = 0; i < st->nb; i++) {
+		const struct shm_budget_data *d = bcur(&budgets(st)[i]);
 
-		if (d->used && !strncmp(d->name, name, sizeof(d->name)))
+		if (sl__shm_budget_ok(d) && !strcmp(d->name, name))
 			return (int)i;
 	}
 	return -ENOENT;
 }
 
-static int find_slot(struct shm_header *h, uint32_t budget, const char *id)
+static int find_slot(const struct shm_state *st, uint32_t budget, const char *id)
 {
-	struct shm_slot *sl = slots(h);
 	uint32_t i;
 
-	for (i = 0; i < h->nslots; i++) {
-		struct shm_slot_data *d = scur(&sl[i]);
+	for (i = 0; i < st->ns; i++) {
+		const struct shm_slot_data *d = scur(&slots(st)[i]);
 
-		if (d->used && d->budget == budget && !strncmp(d->id, id, sizeof(d->id)))
+		if (sl__shm_slot_ok(st, d) && d->budget == budget &&
+		    !strncmp(d->id, id, sizeof(d->id)))
 			return (int)i;
 	}
 	return -ENOENT;
 }
 
-static void free_slot(struct shm_header *h, uint32_t i)
+static void free_slot(struct shm_state *st, uint32_t i)
 {
-	struct shm_slot *sl = &slots(h)[i];
+	struct shm_header *h = st->h;
+	struct shm_slot *sl = &slots(st)[i];
 	struct shm_slot_data z, *d = scur(sl);
 
 	memset(&z, 0, sizeof(z));
 	z.gen = d->gen + 1;
-	if (d->budget < h->nbudgets && budgets(h)[d->budget].nrec)
-		budgets(h)[d->budget].nrec--;
+	if (d->budget < st->nb && budgets(st)[d->budget].nrec)
+		budgets(st)[d->budget].nrec--;
 	if (h->slots_used)
 		h->slots_used--;
 	sput(sl, &z);
@@ -68,6 +68,7 @@ static int shm_open_store(const char *rest, const struct sl_lease_store_opts *op
 	if (!st)
 		return -ENOMEM;
 	snprintf(st->name, sizeof(st->name), "/softlimit-%s", rest);
+	st->fd = -1;
 	st->timeout_ms = opts->timeout_ms;
 	st->slots = opts->slots;
 	if (opts->node) {
@@ -110,30 +111,39 @@ static int shm_budget_set(void *state, const char *name, const struct sl_limits 
 	if (rc)
 		return rc;
 	h = st->h;
-	i = find_budget(h, name);
+	i = find_budget(st, name);
 	if (i < 0) {
 		uint32_t j;
 
-		for (j = 0; j < h->nbudgets && bcur(&budgets(h)[j])->used; j++)
+		/* A corrupt entry is free space: taking it repairs it. */
+		for (j = 0; j < st->nb && sl__shm_budget_ok(bcur(&budgets(st)[j])); j++)
 			;
-		if (j == h->nbudgets) {
+		if (j == st->nb) {
 			sl__shm_unlock(st);
 			return -ENOSPC;
 		}
 		i = (int)j;
+		/* Slots left pointing here (by a crash or a scribble) would
+		 * become the new budget's records: records first, as in delete. */
+		for (j = 0; j < st->ns; j++) {
+			struct shm_slot_data *sd = scur(&slots(st)[j]);
+
+			if (sd->used && sd->budget == (uint32_t)i)
+				free_slot(st, j);
+		}
 		memset(&d, 0, sizeof(d));
 		d.used = 1;
 		snprintf(d.name, sizeof(d.name), "%s", name);
-		budgets(h)[i].nrec = 0;
+		budgets(st)[i].nrec = 0;
 		h->budgets_used++;
 	} else {
-		d = *bcur(&budgets(h)[i]);
+		d = *bcur(&budgets(st)[i]);
 	}
 	d.lim = *lim;
 	/* New limits change what is free: a grow computed on the old ones
 	 * must fail its compare. */
 	d.version = ++h->version_seq;
-	bput(&budgets(h)[i], &d);
+	bput(&budgets(st)[i], &d);
 	sl__shm_unlock(st);
 	return 0;
 }
@@ -145,9 +155,9 @@ static int shm_budget_get(void *state, const char *name, struct sl_limits *out)
 
 	if (rc)
 		return rc;
-	i = find_budget(st->h, name);
+	i = find_budget(st, name);
 	if (i >= 0)
-		*out = bcur(&budgets(st->h)[i])->lim;
+		*out = bcur(&budgets(st)[i])->lim;
 	sl__shm_unlock(st);
 	return i < 0 ? i : 0;
 }
@@ -163,21 +173,21 @@ static int shm_budget_delete(void *state, const char *name)
 	if (rc)
 		return rc;
 	h = st->h;
-	i = find_budget(h, name);
+	i = find_budget(st, name);
 	if (i < 0) {
 		sl__shm_unlock(st);
 		return i;
 	}
 	/* Records first: a crash between leaves a budget with fewer records,
 	 * never records of no budget. */
-	for (j = 0; j < h->nslots; j++) {
-		struct shm_slot_data *d = scur(&slots(h)[j]);
+	for (j = 0; j < st->ns; j++) {
+		struct shm_slot_data *d = scur(&slots(st)[j]);
 
 		if (d->used && d->budget == (uint32_t)i)
-			free_slot(h, j);
+			free_slot(st, j);
 	}
 	memset(&z, 0, sizeof(z));
-	bput(&budgets(h)[i], &z);
+	bput(&budgets(st)[i], &z);
 	if (h->budgets_used)
 		h->budgets_used--;
 	sl__shm_unlock(st);
@@ -193,13 +203,12 @@ static int shm_budget_list(void *state, char (*names)[SL_LEASE_NAME_MAX], size_t
 {
 	struct shm_state *st = state;
 	char (*all)[SL_LEASE_NAME_MAX];
-	uint32_t i, n = 0, nb;
+	uint32_t i, n = 0;
 	int rc = sl__shm_ensure_current(st);
 
 	if (rc)
 		return rc;
-	nb = st->h->nbudgets;
-	all = calloc(nb ? nb : 1, sizeof(*all));
+	all = calloc(st->nb ? st->nb : 1, sizeof(*all));
 	if (!all)
 		return -ENOMEM;
 	rc = sl__shm_lock(st);
@@ -207,10 +216,10 @@ static int shm_budget_list(void *state, char (*names)[SL_LEASE_NAME_MAX], size_t
 		free(all);
 		return rc;
 	}
-	for (i = 0; i < nb; i++) {
-		struct shm_budget_data *d = bcur(&budgets(st->h)[i]);
+	for (i = 0; i < st->nb; i++) {
+		const struct shm_budget_data *d = bcur(&budgets(st)[i]);
 
-		if (d->used)
+		if (sl__shm_budget_ok(d))
 			memcpy(all[n++], d->name, SL_LEASE_NAME_MAX);
 	}
 	sl__shm_unlock(st);
@@ -235,10 +244,10 @@ static void reap(struct shm_state *st, const struct raw_slot *dead, size_t n)
 	if (!n || sl__shm_lock(st))
 		return;
 	for (i = 0; i < n; i++) {
-		struct shm_slot_data *d = scur(&slots(st->h)[dead[i].index]);
+		struct shm_slot_data *d = scur(&slots(st)[dead[i].index]);
 
 		if (d->used && d->gen == dead[i].d.gen)
-			free_slot(st->h, dead[i].index);
+			free_slot(st, dead[i].index);
 	}
 	sl__shm_unlock(st);
 }
@@ -254,7 +263,7 @@ static int shm_read(void *state, const char *budget, struct sl__lease_view *out)
 
 	if (rc)
 		return rc;
-	raw = calloc(st->h->nslots ? st->h->nslots : 1, sizeof(*raw));
+	raw = calloc(st->ns ? st->ns : 1, sizeof(*raw));
 	if (!raw)
 		return -ENOMEM;
 	rc = sl__shm_lock(st);
@@ -263,18 +272,18 @@ static int shm_read(void *state, const char *budget, struct sl__lease_view *out)
 		return rc;
 	}
 	out->incarnation = st->h->incarnation;
-	b = find_budget(st->h, budget);
+	b = find_budget(st, budget);
 	if (b < 0) {
 		sl__shm_unlock(st);
 		free(raw);
 		return b;
 	}
-	out->limits = bcur(&budgets(st->h)[b])->lim;
-	out->version = bcur(&budgets(st->h)[b])->version;
-	for (i = 0; i < st->h->nslots; i++) {
-		struct shm_slot_data *d = scur(&slots(st->h)[i]);
+	out->limits = bcur(&budgets(st)[b])->lim;
+	out->version = bcur(&budgets(st)[b])->version;
+	for (i = 0; i < st->ns; i++) {
+		const struct shm_slot_data *d = scur(&slots(st)[i]);
 
-		if (d->used && d->budget == (uint32_t)b) {
+		if (sl__shm_slot_ok(st, d) && d->budget == (uint32_t)b) {
 			raw[n].index = i;
 			raw[n].d = *d;
 			n++;
@@ -294,7 +303,7 @@ static int shm_read(void *state, const char *budget, struct sl__lease_view *out)
 		struct sl__lease_rec *r;
 		int64_t left;
 
-		if (!sl__shm_proc_alive(raw[k].d.pid, raw[k].d.start)) {
+		if (!sl__shm_proc_alive(st, raw[k].d.pid, raw[k].d.start)) {
 			raw[ndead++] = raw[k];
 			continue;
 		}
@@ -305,6 +314,7 @@ static int shm_read(void *state, const char *budget, struct sl__lease_view *out)
 		r->floor = raw[k].d.floor;
 		r->usage = raw[k].d.usage;
 		r->demand = raw[k].d.demand;
+		/* Both are >= 0 (sl__shm_slot_ok()): no overflow. */
 		left = raw[k].d.expires_ns - now;
 		r->expires_ms = left > 0 ? left / 1000000 : left / 1000000 - 1;
 		/* One host: a live process past its lease still holds its memory. */
@@ -334,17 +344,17 @@ static int shm_write(void *state, const char *budget, const struct sl__lease_rec
 		sl__shm_unlock(st);
 		return -ESTALE;
 	}
-	b = find_budget(h, budget);
+	b = find_budget(st, budget);
 	if (b < 0) {
 		sl__shm_unlock(st);
 		return b;
 	}
-	bd = *bcur(&budgets(h)[b]);
+	bd = *bcur(&budgets(st)[b]);
 	if (grows && bd.version != version) {
 		sl__shm_unlock(st);
 		return -EAGAIN;
 	}
-	i = find_slot(h, (uint32_t)b, rec->id);
+	i = find_slot(st, (uint32_t)b, rec->id);
 	if (i < 0) {
 		uint32_t j;
 
@@ -353,14 +363,15 @@ static int shm_write(void *state, const char *budget, const struct sl__lease_rec
 			sl__shm_unlock(st);
 			return -ENOENT;
 		}
-		for (j = 0; j < h->nslots && scur(&slots(h)[j])->used; j++)
+		/* A corrupt slot is free space. */
+		for (j = 0; j < st->ns && sl__shm_slot_ok(st, scur(&slots(st)[j])); j++)
 			;
-		if (j == h->nslots) {
+		if (j == st->ns) {
 			sl__shm_unlock(st);
 			return -ENOSPC;
 		}
 		i = (int)j;
-		budgets(h)[b].nrec++;
+		budgets(st)[b].nrec++;
 		h->slots_used++;
 	}
 	memset(&d, 0, sizeof(d));
@@ -368,7 +379,7 @@ static int shm_write(void *state, const char *budget, const struct sl__lease_rec
 	d.budget = (uint32_t)b;
 	d.pid = (int32_t)getpid();
 	d.start = start;
-	d.gen = scur(&slots(h)[i])->gen + 1;
+	d.gen = scur(&slots(st)[i])->gen + 1;
 	memcpy(d.id, rec->id, sizeof(d.id));
 	d.id[sizeof(d.id) - 1] = '\0';
 	d.held = rec->held;
@@ -376,10 +387,10 @@ static int shm_write(void *state, const char *budget, const struct sl__lease_rec
 	d.usage = rec->usage;
 	d.demand = rec->demand;
 	d.expires_ns = expires;
-	sput(&slots(h)[i], &d);
+	sput(&slots(st)[i], &d);
 	if (grows) {
 		bd.version = ++h->version_seq;
-		bput(&budgets(h)[b], &bd);
+		bput(&budgets(st)[b], &bd);
 	}
 	sl__shm_unlock(st);
 	return 0;
@@ -392,10 +403,10 @@ static int shm_remove(void *state, const char *budget, const char *id)
 
 	if (rc)
 		return rc;
-	b = find_budget(st->h, budget);
-	i = b < 0 ? b : find_slot(st->h, (uint32_t)b, id);
+	b = find_budget(st, budget);
+	i = b < 0 ? b : find_slot(st, (uint32_t)b, id);
 	if (i >= 0)
-		free_slot(st->h, (uint32_t)i);
+		free_slot(st, (uint32_t)i);
 	sl__shm_unlock(st);
 	return i < 0 ? i : 0;
 }
@@ -449,10 +460,10 @@ int sl__lease_shm_test_totals(sl_lease_store *s, uint32_t kept[2], uint32_t coun
 	kept[0] = st->h->budgets_used;
 	kept[1] = st->h->slots_used;
 	counted[0] = counted[1] = 0;
-	for (i = 0; i < st->h->nbudgets; i++)
-		counted[0] += bcur(&budgets(st->h)[i])->used != 0;
-	for (i = 0; i < st->h->nslots; i++)
-		counted[1] += scur(&slots(st->h)[i])->used != 0;
+	for (i = 0; i < st->nb; i++)
+		counted[0] += bcur(&budgets(st)[i])->used != 0;
+	for (i = 0; i < st->ns; i++)
+		counted[1] += scur(&slots(st)[i])->used != 0;
 	sl__shm_unlock(st);
 	return 0;
 }
@@ -467,10 +478,10 @@ void sl__lease_shm_test_crash_locked(sl_lease_store *s)
 	 * next copy of every slot in use half-written. */
 	h->budgets_used = 7777;
 	h->slots_used = 9999;
-	for (i = 0; i < h->nbudgets; i++)
-		budgets(h)[i].nrec = 4242;
-	for (i = 0; i < h->nslots; i++) {
-		struct shm_slot *sl = &slots(h)[i];
+	for (i = 0; i < st->nb; i++)
+		budgets(st)[i].nrec = 4242;
+	for (i = 0; i < st->ns; i++) {
+		struct shm_slot *sl = &slots(st)[i];
 		uint32_t next = (atomic_load_explicit(&sl->cur, memory_order_relaxed) & 1) ^ 1;
 
 		if (scur(sl)->used)

@@ -63,25 +63,34 @@ struct shm_header {
 	pthread_mutex_t mutex;
 };
 
+/* One object as this process has it open: one fd and one mapping for all of
+ * the process's stores on it (store_shm_object.c says why). */
+struct shm_obj;
+
 struct shm_state {
 	char name[SHM_NAME_MAX];
 	char node[64];
 	uint32_t timeout_ms;
 	uint32_t slots;
+	struct shm_obj *obj; /* the object mapped (NULL before the first attach) */
+	/* Copies of obj's, fixed while it is mapped: */
 	struct shm_header *h;
 	size_t size;
+	uint32_t nb, ns; /* the tables' lengths when mapped: loop bounds, never re-read */
+	int fd;
 	dev_t dev;
 	ino_t ino;
 };
 
-static inline struct shm_budget *budgets(struct shm_header *h)
+static inline struct shm_budget *budgets(const struct shm_state *st)
 {
-	return (struct shm_budget *)(void *)((char *)h + sizeof(*h));
+	return (struct shm_budget *)(void *)((char *)st->h + sizeof(*st->h));
 }
 
-static inline struct shm_slot *slots(struct shm_header *h)
+static inline struct shm_slot *slots(const struct shm_state *st)
 {
-	return (struct shm_slot *)(void *)((char *)budgets(h) + h->nbudgets * sizeof(struct shm_budget));
+	return (struct shm_slot *)(void *)((char *)budgets(st) +
+					   st->nb * sizeof(struct shm_budget));
 }
 
 static inline size_t object_size(uint32_t nbudgets, uint32_t nslots)
@@ -118,17 +127,25 @@ static inline void sput(struct shm_slot *s, const struct shm_slot_data *d)
 	atomic_store_explicit(&s->cur, next, memory_order_release);
 }
 
-/* A process's start time and liveness (a pid alive with that start time). */
+/* A process's start time; liveness of the process stamped @pid, @start on
+ * a slot of st's object (it holds its lock on the object, and its start
+ * time matches). */
 uint64_t sl__shm_self_start(void);
-bool sl__shm_proc_alive(pid_t pid, uint64_t start);
+bool sl__shm_proc_alive(const struct shm_state *st, pid_t pid, uint64_t start);
 
-/* Map st->name (creating the object if there is none); unmap. */
+/* Entries as read from shared memory: only a well-formed one counts as in
+ * use; anything else is free space (and never returned). */
+bool sl__shm_budget_ok(const struct shm_budget_data *d);
+bool sl__shm_slot_ok(const struct shm_state *st, const struct shm_slot_data *d);
+
+/* Map st->name (creating or initialising the object if needed); unmap. */
 int sl__shm_attach(struct shm_state *st);
 void sl__shm_detach(struct shm_state *st);
 /* Is the name still the object mapped?  If not (wiped), map the new one. */
 int sl__shm_ensure_current(struct shm_state *st);
 /* The mutex, within the store's timeout (-ETIMEDOUT); repairs after a
- * holder's death.  enter: ensure_current, then lock. */
+ * holder's death; -EIO if the object is truncated, its header changed or
+ * its mutex is garbage.  enter: ensure_current, then lock. */
 int sl__shm_lock(struct shm_state *st);
 void sl__shm_unlock(struct shm_state *st);
 int sl__shm_enter(struct shm_state *st);

@@ -19,6 +19,41 @@
  * A stopped process can hold the mutex forever: it is held only across
  * copies to and from the tables, and taken with a timeout (-ETIMEDOUT).
  *
+ * Liveness (LMDB's way).  Whether a process is alive is asked of the kernel,
+ * not of its main thread: a process whose main thread called pthread_exit()
+ * shows a zombie leader in /proc while its other threads run and hold its
+ * memory.  Each process that has the object attached holds a POSIX
+ * (fcntl, process-associated) write lock on the byte LOCK_BASE + its pid,
+ * far beyond the object's end; the kernel drops it only when the whole
+ * process is gone.  Another process is alive iff F_GETLK finds that byte
+ * locked and its start time (read even from a zombie leader) is the slot's,
+ * so a reused pid is still another process.  F_GETLK never reports the
+ * caller's own locks: this process's slots are judged by pid == getpid().
+ * POSIX locks go when the process closes ANY fd of the inode, so a process
+ * keeps exactly one fd per object, open as long as any of its stores maps
+ * it: a refcounted registry by dev/ino, under a mutex, that every open,
+ * close and identity check goes through (the identity check stat()s the
+ * name's path under /dev/shm, where glibc keeps the objects, and never
+ * opens it).  A fork()ed child inherits no POSIX lock: it is another
+ * process, and opens (and locks) the object again.
+ *
+ * Creation (LMDB's way too).  Whoever finds the object not ready (its
+ * creator right after O_CREAT|O_EXCL included) takes an exclusive lock on
+ * the byte LOCK_BASE - 1, polling within the store's timeout, checks again
+ * under it, and if it is still not ready initialises the object completely
+ * (size, zeroes, header, mutex, ready last).  An initialiser killed midway
+ * leaves the lock to the kernel, which drops it, and the next opener
+ * initialises the object again: a crash during creation never leaves an
+ * object that every open times out on.
+ *
+ * Corruption.  Nothing read from the object is trusted: an entry that is
+ * not well formed is free space, never returned (store_shm.c); the tables'
+ * lengths are the ones seen at attach; before each lock the object's size
+ * (fstat of the kept fd) and its header are checked again, and a mutex
+ * of a kind it never was, or that answers garbage, is -EIO: a truncated or
+ * scribbled object gives -EIO, never SIGBUS or an abort in the C library
+ * (sl_lease_store_remove() is the way out).
+ *
  * Wipes.  If the name is unlinked and created again, the object is another
  * one with another incarnation: every call first checks that the name still
  * refers to the mapped object and maps the new one if not, so holders see
@@ -37,10 +72,22 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The lock bytes: far beyond any object (object_size() of the largest
+ * tables is well below 1 GiB), so no lock byte is ever a byte of the table;
+ * an off_t of 32 bits still holds LOCK_BASE + any pid (at most 2^22). */
+#define LOCK_BASE ((off_t)1 << (sizeof(off_t) > 4 ? 40 : 30))
+#define INIT_BYTE (LOCK_BASE - 1)
+/* At most what sl_lease_store_opts allows (store.c): bounds what a header
+ * may claim before anything is mapped. */
+#define SHM_TABLE_MAX 65536u
+
+void (*sl__lease_shm_test_init_hook)(void);
+
 /* ---- processes ---- */
 
-/* @pid's start time (clock ticks since boot), 0 if it is gone.  A zombie
- * is gone: its memory was freed when it died, whether reaped or not. */
+/* @pid's start time (clock ticks since boot), 0 if it is gone.  Whatever
+ * the state of its main thread: a zombie leader whose other threads run
+ * is a live process (its lock says whether the process is gone). */
 static uint64_t proc_start(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -60,7 +107,7 @@ static uint64_t proc_start(pid_t pid)
 	/* The command name (field 2) may hold spaces and parentheses: fields
 	 * are counted from its last ')'. */
 	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X' || p[2] == 'x')
+	if (!p || p[1] != ' ')
 		return 0;
 	for (field = 2; field < 22 && *p; p++)
 		if (*p == ' ')
@@ -83,14 +130,112 @@ uint64_t sl__shm_self_start(void)
 	return atomic_load_explicit(&cached, memory_order_relaxed);
 }
 
-bool sl__shm_proc_alive(pid_t pid, uint64_t start)
+static struct flock lock_byte(short type, off_t at)
 {
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = at;
+	fl.l_len = 1;
+	return fl;
+}
+
+bool sl__shm_proc_alive(const struct shm_state *st, pid_t pid, uint64_t start)
+{
+	struct flock fl = lock_byte(F_WRLCK, LOCK_BASE + pid);
+
+	if (pid <= 0)
+		return false;
 	if (pid == getpid())
 		return start == sl__shm_self_start();
-	return pid > 0 && proc_start(pid) == start;
+	/* A failed F_GETLK says nothing: the start time alone decides. */
+	if (fcntl(st->fd, F_GETLK, &fl) == 0 && fl.l_type == F_UNLCK)
+		return false;
+	return proc_start(pid) == start;
+}
+
+/* ---- entries ---- */
+
+/* What store.c's sl_lease_budget_set() accepts: lease.c divides by max. */
+static bool limits_sane(const struct sl_limits *lim)
+{
+	return lim->max && lim->max != SL_UNLIMITED && lim->high == SL_UNLIMITED &&
+	       lim->soft <= lim->max && lim->min <= lim->max;
+}
+
+bool sl__shm_budget_ok(const struct shm_budget_data *d)
+{
+	return d->used == 1 && memchr(d->name, '\0', sizeof(d->name)) &&
+	       sl__lease_name_ok(d->name) && limits_sane(&d->lim);
+}
+
+bool sl__shm_slot_ok(const struct shm_state *st, const struct shm_slot_data *d)
+{
+	return d->used == 1 && d->budget < st->nb &&
+	       sl__shm_budget_ok(bcur(&budgets(st)[d->budget])) && d->pid > 0 && d->id[0] && memchr(d->id, '\0', sizeof(d->id)) &&
+	       d->floor <= d->held && d->expires_ns >= 0;
 }
 
 /* ---- the object ---- */
+
+/* One object as this process has it: the registry's entry. */
+struct shm_obj {
+	struct shm_obj *next;
+	pid_t pid; /* the process that opened it (a fork()ed child has a copy) */
+	unsigned refs;
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	struct shm_header *h;
+	size_t size;
+	uint32_t nb, ns;
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+static struct shm_obj *reg;
+
+static void reg_prepare(void)
+{
+	pthread_mutex_lock(&reg_lock);
+}
+
+static void reg_parent(void)
+{
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* The child holds none of the parent's locks: its stores open their
+ * objects again (the parent's entries stay with the parent's handles). */
+static void reg_child(void)
+{
+	reg = NULL;
+	pthread_mutex_unlock(&reg_lock);
+}
+
+static void reg_init(void)
+{
+	pthread_atfork(reg_prepare, reg_parent, reg_child);
+}
+
+static struct shm_obj *reg_find(dev_t dev, ino_t ino)
+{
+	struct shm_obj *o;
+
+	for (o = reg; o; o = o->next)
+		if (o->dev == dev && o->ino == ino)
+			return o;
+	return NULL;
+}
+
+/* glibc's shm_open() opens the name under /dev/shm: stat() there finds an
+ * object's identity without an fd (closing one would drop the locks). */
+static void object_path(const struct shm_state *st, char *buf, size_t size)
+{
+	snprintf(buf, size, "/dev/shm%s", st->name);
+}
 
 static uint64_t random_u64(void)
 {
@@ -101,6 +246,43 @@ static uint64_t random_u64(void)
 	return v ? v : 1;
 }
 
+/* The store's mutex: process-shared and robust (a holder may die). */
+static void mutex_attr(pthread_mutexattr_t *ma)
+{
+	pthread_mutexattr_init(ma);
+	pthread_mutexattr_setpshared(ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(ma, PTHREAD_MUTEX_ROBUST);
+}
+
+/* Whether @m may be handed to pthread_mutex_trylock().  glibc asserts (and
+ * aborts the process) on a mutex of a kind it never made, so a scribbled
+ * kind must be found before the call; the kind is written only by
+ * pthread_mutex_init().  Other C libraries: no such check is known. */
+static bool mutex_kind_ok(const pthread_mutex_t *m)
+{
+#ifdef __GLIBC__
+	static _Atomic int kind = -1;
+	int k = atomic_load_explicit(&kind, memory_order_relaxed);
+
+	if (k < 0) {
+		pthread_mutexattr_t ma;
+		pthread_mutex_t ref;
+
+		mutex_attr(&ma);
+		pthread_mutex_init(&ref, &ma);
+		pthread_mutexattr_destroy(&ma);
+		k = ref.__data.__kind;
+		pthread_mutex_destroy(&ref);
+		atomic_store_explicit(&kind, k, memory_order_relaxed);
+	}
+	return m->__data.__kind == k;
+#else
+	(void)m;
+	return true;
+#endif
+}
+
+/* Under the init lock: make the object a store of @nslots, whatever it held. */
 static int init_object(int fd, uint32_t nslots, struct shm_header **out, size_t *size_out)
 {
 	size_t size = object_size(nslots, nslots);
@@ -113,137 +295,257 @@ static int init_object(int fd, uint32_t nslots, struct shm_header **out, size_t 
 	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED)
 		return -errno;
-	/* ftruncate() zeroed it: every entry is unused, copy 0 current. */
+	/* A dead initialiser's or a scribbler's bytes, ready first among them:
+	 * every entry unused, copy 0 current. */
+	memset(h, 0, size);
 	h->magic = SHM_MAGIC;
 	h->layout = SHM_LAYOUT;
+	if (sl__lease_shm_test_init_hook)
+		sl__lease_shm_test_init_hook();
 	h->incarnation = random_u64();
 	h->size = size;
 	h->nbudgets = nslots;
 	h->nslots = nslots;
 	h->version_seq = 1;
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	mutex_attr(&ma);
 	rc = pthread_mutex_init(&h->mutex, &ma);
 	pthread_mutexattr_destroy(&ma);
 	if (rc) {
 		munmap(h, size);
 		return -rc;
 	}
-	/* Release: pairs with attach_existing()'s acquire: the header before ready. */
+	/* Release: pairs with map_ready()'s acquire: the header before ready. */
 	atomic_store_explicit(&h->ready, 1, memory_order_release);
 	*out = h;
 	*size_out = size;
 	return 0;
 }
 
-/* Map an object another process created, once its creator has set it up. */
-static int attach_existing(struct shm_state *st, int fd, struct shm_header **out, size_t *size_out)
+/* Map the object of @fd if it is ready: 1 mapped, 0 not ready, -EIO if it
+ * is marked ready but is not a whole store of this layout. */
+static int map_ready(int fd, struct shm_header **out, size_t *size_out)
 {
-	int64_t deadline = sl__lease_now_ns() + (int64_t)st->timeout_ms * 1000000;
-	struct timespec nap = { 0, 1000000 };
+	struct shm_header *h;
+	struct stat sb;
+	size_t have, size;
 
-	for (;;) {
-		struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	have = (size_t)sb.st_size;
+	if (have < sizeof(*h))
+		return 0; /* no ready flag yet */
+	h = mmap(NULL, have, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		return -errno;
+	/* Acquire: pairs with init_object()'s release. */
+	if (atomic_load_explicit(&h->ready, memory_order_acquire) != 1) {
+		munmap(h, have);
+		return 0;
+	}
+	size = (size_t)h->size;
+	if (h->magic != SHM_MAGIC || h->layout != SHM_LAYOUT || !h->nbudgets || !h->nslots ||
+	    h->nbudgets > SHM_TABLE_MAX || h->nslots > SHM_TABLE_MAX ||
+	    h->size != object_size(h->nbudgets, h->nslots) || have < size) {
+		munmap(h, have);
+		return -EIO;
+	}
+	if (have > size)
+		munmap((char *)h + size, have - size); /* keep only what we will check */
+	*out = h;
+	*size_out = size;
+	return 1;
+}
 
-		if (fstat(fd, &sb) < 0)
+/* Ready @fd's object: map it, or else initialise it, or wait for whoever
+ * does, under the init lock (taken by polling, within @deadline). */
+static int ready_object(struct shm_state *st, int fd, int64_t deadline, struct shm_header **out,
+			size_t *size_out)
+{
+	struct flock fl = lock_byte(F_WRLCK, INIT_BYTE);
+	long nap_ns = 50000;
+	int rc = map_ready(fd, out, size_out);
+
+	if (rc)
+		return rc < 0 ? rc : 0;
+	/* F_SETLK, not F_SETLKW: a stopped initialiser costs the timeout. */
+	while (fcntl(fd, F_SETLK, &fl) < 0) {
+		if (errno != EACCES && errno != EAGAIN && errno != EINTR)
 			return -errno;
-		if ((size_t)sb.st_size >= sizeof(struct shm_header)) {
-			struct shm_header *h = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
-						    MAP_SHARED, fd, 0);
-
-			if (h == MAP_FAILED)
-				return -errno;
-			/* Acquire: pairs with init_object()'s release. */
-			if (atomic_load_explicit(&h->ready, memory_order_acquire)) {
-				if (h->magic != SHM_MAGIC || h->layout != SHM_LAYOUT ||
-				    h->size != (uint64_t)sb.st_size ||
-				    h->size != object_size(h->nbudgets, h->nslots)) {
-					munmap(h, (size_t)sb.st_size);
-					return -EIO;
-				}
-				*out = h;
-				*size_out = (size_t)sb.st_size;
-				return 0;
-			}
-			munmap(h, (size_t)sb.st_size);
-		}
 		if (sl__lease_now_ns() >= deadline)
 			return -ETIMEDOUT;
-		nanosleep(&nap, NULL);
+		nanosleep(&(struct timespec){ 0, nap_ns }, NULL);
+		if (nap_ns < 2000000)
+			nap_ns *= 2;
 	}
+	rc = map_ready(fd, out, size_out);
+	if (rc == 0)
+		rc = init_object(fd, st->slots, out, size_out);
+	else if (rc > 0)
+		rc = 0;
+	fl.l_type = F_UNLCK;
+	fcntl(fd, F_SETLK, &fl);
+	return rc;
+}
+
+/* A new entry for @fd (not in the registry): ready, mapped, locked. */
+static int obj_new(struct shm_state *st, int fd, int64_t deadline, struct shm_obj **out)
+{
+	struct shm_header *h = NULL;
+	struct shm_obj *o;
+	struct stat sb;
+	struct flock fl = lock_byte(F_WRLCK, LOCK_BASE + getpid());
+	size_t size = 0;
+	int rc;
+
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	if (reg_find(sb.st_dev, sb.st_ino)) {
+		/* The name was moved onto an object this process has open
+		 * between stat() and shm_open() (a rename under /dev/shm):
+		 * closing this fd would drop the locks, so it stays open. */
+		return -EAGAIN;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	rc = ready_object(st, fd, deadline, &h, &size);
+	/* Another process of this pid (another pid namespace) holds the byte:
+	 * liveness would be its, not ours. */
+	if (!rc && fcntl(fd, F_SETLK, &fl) < 0)
+		rc = -EIO;
+	if (rc) {
+		if (h)
+			munmap(h, size);
+		free(o);
+		return rc;
+	}
+	o->pid = getpid();
+	o->refs = 1;
+	o->fd = fd;
+	o->dev = sb.st_dev;
+	o->ino = sb.st_ino;
+	o->h = h;
+	o->size = size;
+	o->nb = h->nbudgets;
+	o->ns = h->nslots;
+	o->next = reg;
+	reg = o;
+	*out = o;
+	return 0;
+}
+
+/* Under reg_lock: this process's entry of the object named st->name,
+ * opening (creating, initialising) it if there is none. */
+static int obj_get(struct shm_state *st, struct shm_obj **out)
+{
+	int64_t deadline = sl__lease_now_ns() + (int64_t)st->timeout_ms * 1000000;
+	char path[SHM_NAME_MAX + 16];
+	int tries, fd, rc;
+
+	object_path(st, path, sizeof(path));
+	for (tries = 0; tries < 100; tries++) {
+		struct stat sb;
+
+		if (stat(path, &sb) == 0) {
+			struct shm_obj *o = reg_find(sb.st_dev, sb.st_ino);
+
+			if (o) {
+				o->refs++;
+				*out = o;
+				return 0;
+			}
+			fd = shm_open(st->name, O_RDWR | O_CLOEXEC, 0);
+		} else if (errno == ENOENT) {
+			fd = shm_open(st->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		} else {
+			return -errno;
+		}
+		if (fd < 0) {
+			if (errno == ENOENT || errno == EEXIST) /* unlinked or created since */
+				continue;
+			return -errno;
+		}
+		rc = obj_new(st, fd, deadline, out);
+		if (rc == -EAGAIN)
+			continue; /* fd stays open: see obj_new() */
+		if (rc)
+			close(fd); /* no lock of ours on it but the init lock: let it go */
+		return rc;
+	}
+	return -EIO;
+}
+
+static void obj_put(struct shm_obj *o)
+{
+	struct shm_obj **pp;
+
+	/* A fork()ed child's copy of its parent's entry: the fd is shared
+	 * with the parent, and the child's own entry of the inode (if any)
+	 * would lose its locks with any close. */
+	if (o->pid != getpid() || --o->refs)
+		return;
+	for (pp = &reg; *pp && *pp != o; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = o->next;
+	munmap(o->h, o->size);
+	close(o->fd); /* and with it the liveness lock */
+	free(o);
 }
 
 void sl__shm_detach(struct shm_state *st)
 {
-	if (st->h)
-		munmap(st->h, st->size);
+	if (st->obj) {
+		pthread_mutex_lock(&reg_lock);
+		obj_put(st->obj);
+		pthread_mutex_unlock(&reg_lock);
+	}
+	st->obj = NULL;
 	st->h = NULL;
 	st->size = 0;
+	st->nb = st->ns = 0;
+	st->fd = -1;
 }
 
-/* Map the object named st->name, creating it if there is none. */
+/*
+ * Map the object named st->name, creating it if there is none.  The whole
+ * of it under reg_lock, the wait for an initialiser included: two threads
+ * of this process must never both hold an fd of one object, as the one
+ * closed would drop the other's lock.  Opens are rare; the wait is bounded
+ * by the store's timeout.
+ */
 int sl__shm_attach(struct shm_state *st)
 {
-	struct shm_header *h = NULL;
-	size_t size = 0;
-	struct stat sb;
-	int fd, rc, tries;
+	struct shm_obj *o = NULL;
+	int rc;
 
-	for (tries = 0; tries < 100; tries++) {
-		fd = shm_open(st->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			rc = init_object(fd, st->slots, &h, &size);
-			if (rc) {
-				shm_unlink(st->name);
-				close(fd);
-				return rc;
-			}
-			break;
-		}
-		if (errno != EEXIST)
-			return -errno;
-		fd = shm_open(st->name, O_RDWR | O_CLOEXEC, 0);
-		if (fd < 0) {
-			if (errno == ENOENT) /* unlinked since: create it */
-				continue;
-			return -errno;
-		}
-		rc = attach_existing(st, fd, &h, &size);
-		if (rc) {
-			close(fd);
-			return rc;
-		}
-		break;
-	}
-	if (!h)
-		return -EIO;
-	if (fstat(fd, &sb) < 0) {
-		rc = -errno;
-		close(fd);
-		munmap(h, size);
+	pthread_once(&reg_once, reg_init);
+	pthread_mutex_lock(&reg_lock);
+	rc = obj_get(st, &o);
+	pthread_mutex_unlock(&reg_lock);
+	if (rc)
 		return rc;
-	}
-	close(fd);
 	sl__shm_detach(st);
-	st->h = h;
-	st->size = size;
-	st->dev = sb.st_dev;
-	st->ino = sb.st_ino;
+	st->obj = o;
+	st->h = o->h;
+	st->size = o->size;
+	st->nb = o->nb;
+	st->ns = o->ns;
+	st->fd = o->fd;
+	st->dev = o->dev;
+	st->ino = o->ino;
 	return 0;
 }
 
 /* Is the name still the object mapped?  If not (wiped), map the new one. */
 int sl__shm_ensure_current(struct shm_state *st)
 {
+	char path[SHM_NAME_MAX + 16];
 	struct stat sb;
-	int fd = shm_open(st->name, O_RDWR | O_CLOEXEC, 0);
 
-	if (fd >= 0) {
-		int same = fstat(fd, &sb) == 0 && sb.st_dev == st->dev && sb.st_ino == st->ino;
-
-		close(fd);
-		if (same && st->h)
+	object_path(st, path, sizeof(path));
+	if (stat(path, &sb) == 0) {
+		if (st->obj && sb.st_dev == st->dev && sb.st_ino == st->ino)
 			return 0;
 	} else if (errno != ENOENT) {
 		return -errno;
@@ -251,20 +553,36 @@ int sl__shm_ensure_current(struct shm_state *st)
 	return sl__shm_attach(st);
 }
 
-/* After a locker died: rebuild what is derived from the entries. */
-static void repair(struct shm_header *h)
+/* The object still as mapped: as long, and the same header.  Checked
+ * before each lock: a truncated object would raise SIGBUS on access. */
+static int check_object(struct shm_state *st)
 {
-	struct shm_budget *b = budgets(h);
-	struct shm_slot *sl = slots(h);
+	const struct shm_header *h = st->h;
+	struct stat sb;
+
+	if (fstat(st->fd, &sb) < 0 || (uint64_t)sb.st_size < st->size)
+		return -EIO;
+	if (h->magic != SHM_MAGIC || h->layout != SHM_LAYOUT || h->size != st->size ||
+	    h->nbudgets != st->nb || h->nslots != st->ns || !mutex_kind_ok(&h->mutex))
+		return -EIO;
+	return 0;
+}
+
+/* After a locker died: rebuild what is derived from the entries, and
+ * clear what is not well formed. */
+static void repair(struct shm_state *st)
+{
+	struct shm_header *h = st->h;
+	struct shm_budget *b = budgets(st);
+	struct shm_slot *sl = slots(st);
 	uint64_t vmax = h->version_seq;
 	uint32_t i, nb = 0, ns = 0;
 
-	for (i = 0; i < h->nbudgets; i++) {
+	for (i = 0; i < st->nb; i++) {
 		struct shm_budget_data *d = bcur(&b[i]);
 
 		b[i].nrec = 0;
-		if (d->used && (d->used != 1 || !memchr(d->name, '\0', sizeof(d->name)) ||
-				!sl__lease_name_ok(d->name))) {
+		if (d->used && !sl__shm_budget_ok(d)) {
 			struct shm_budget_data z;
 
 			memset(&z, 0, sizeof(z));
@@ -277,12 +595,12 @@ static void repair(struct shm_header *h)
 				vmax = d->version;
 		}
 	}
-	for (i = 0; i < h->nslots; i++) {
+	for (i = 0; i < st->ns; i++) {
 		struct shm_slot_data *d = scur(&sl[i]);
 
 		if (!d->used)
 			continue;
-		if (d->used != 1 || d->budget >= h->nbudgets || !bcur(&b[d->budget])->used) {
+		if (!sl__shm_slot_ok(st, d)) {
 			struct shm_slot_data z;
 
 			memset(&z, 0, sizeof(z));
@@ -303,7 +621,9 @@ static void repair(struct shm_header *h)
  * rather than pthread_mutex_timedlock(): the wait counts on CLOCK_MONOTONIC,
  * not on a settable clock, and EOWNERDEAD comes from the one call that
  * every checker (ThreadSanitizer among them) knows to return it.  The lock
- * is held only across copies, so a wait is rare and short.
+ * is held only across copies, so a wait is rare and short.  A mutex whose
+ * bytes were scribbled answers anything: all but the four answers of a
+ * robust mutex mean a corrupt object (-EIO).
  */
 int sl__shm_lock(struct shm_state *st)
 {
@@ -312,6 +632,9 @@ int sl__shm_lock(struct shm_state *st)
 	int rc;
 
 	for (;;) {
+		rc = check_object(st);
+		if (rc)
+			return rc;
 		rc = pthread_mutex_trylock(&st->h->mutex);
 		if (rc != EBUSY)
 			break;
@@ -324,7 +647,7 @@ int sl__shm_lock(struct shm_state *st)
 	if (rc == EOWNERDEAD) {
 		/* Its owner died holding it: nothing it kept beside the
 		 * entries can be trusted. */
-		repair(st->h);
+		repair(st);
 		rc = pthread_mutex_consistent(&st->h->mutex);
 		if (rc) {
 			pthread_mutex_unlock(&st->h->mutex);
@@ -332,9 +655,7 @@ int sl__shm_lock(struct shm_state *st)
 		}
 		return 0;
 	}
-	if (rc)
-		return rc == ENOTRECOVERABLE ? -EIO : -rc;
-	return 0;
+	return rc ? -EIO : 0;
 }
 
 void sl__shm_unlock(struct shm_state *st)
