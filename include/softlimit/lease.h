@@ -40,11 +40,13 @@
  *    when the renewal was sent; the store keeps counting the floor of a
  *    participant whose lease ended until it leaves (shm: until its process is
  *    gone), so a floor is never granted to anyone else;
- *  - shm: a participant whose process is alive (pid and start time match)
- *    keeps its whole share when its lease runs out (it may be stopped, its
- *    memory is still held); a dead process's share is free at once.  So a
- *    holder there never falls to its floor because time passed (a stop, a
- *    store held by a stopped process): it keeps its share and tries again;
+ *  - shm: a participant whose process is alive (it holds its lock on the
+ *    object, which the kernel drops only when the whole process is gone,
+ *    and its start time matches: its main thread may have exited) keeps its
+ *    whole share when its lease runs out (it may be stopped, its memory is
+ *    still held); a dead process's share is free at once.  So a holder
+ *    there never falls to its floor because time passed (a stop, a store
+ *    held by a stopped process): it keeps its share and tries again;
  *  - etcd: a node cannot tell a stalled peer from a dead one.  A record lives
  *    under an etcd lease of ttl_ms (rounded up to whole seconds, at least 2 s);
  *    when it runs out, the node counts at its floor only, and the node, on
@@ -107,8 +109,11 @@
  *
  * Conventions: those of softlimit.h (0 or a negative errno).  Errors from a
  * store: -ETIMEDOUT (no answer within the store's timeout), -ECONNREFUSED
- * or -EIO (unreachable or a bad answer), -EAGAIN (a concurrent change; the
- * call may be retried).  Library: libsoftlimit-lease, pkg-config module
+ * or -EIO (unreachable or a bad answer; shm: the store's object is corrupt
+ * or truncated: remove it with sl_lease_store_remove()), -EAGAIN (a
+ * concurrent change; the call may be retried).  shm: an entry found corrupt
+ * in the object is skipped, never returned, and setting a budget over it
+ * repairs it.  Library: libsoftlimit-lease, pkg-config module
  * softlimit-lease, CMake target softlimit::lease.
  */
 #ifndef SOFTLIMIT_LEASE_H
@@ -149,7 +154,10 @@ SL_API void sl_lease_store_opts_init(struct sl_lease_store_opts *opts);
  * connects, failing over between the listed endpoints in order).
  * Errors: -EINVAL for a NULL @url or @out, a malformed URL or bad @opts;
  * -EPROTONOSUPPORT for an unknown scheme, or etcd:// in a library built
- * without libcurl and jansson; -ENOMEM; shm: -EACCES, -ETIMEDOUT, -EIO.
+ * without libcurl and jansson; -ENOMEM; shm: -EACCES, -ETIMEDOUT (another
+ * process is initialising the object and did not finish within the
+ * timeout; one killed midway is not waited for), -EIO (the store's object
+ * is corrupt or truncated: remove it with sl_lease_store_remove()).
  * Thread-safe; the store is used by any number of threads.
  */
 SL_API int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
