@@ -724,24 +724,36 @@ static void *headless_watch(void *arg)
 	_exit(0);
 }
 
-/* Join with 2000 in use, start a thread, and end the main thread. */
-static void __attribute__((noreturn)) headless_main(struct ctl *c)
+/* Join with 2000 in use, start a thread, and end the main thread; with
+ * @second, first open a second handle on the store and close it. */
+static void __attribute__((noreturn)) headless_main(struct ctl *c, bool second)
 {
 	struct child_ctl *cc = &c->c[0];
-	sl_lease_store *s = NULL;
+	sl_lease_store *s = NULL, *s2 = NULL;
 	sl_lease *l = NULL;
 	sl_group *g = NULL;
 	pthread_t th;
+	char url[128];
 
 	child_setup(c, cc, &s, &g);
+	if (second) {
+		lease_url(url, sizeof(url), c->name);
+		CHILD_CHECK(cc, sl_lease_store_open(url, NULL, &s2) == 0);
+	}
 	CHILD_CHECK(cc, sl_charge(g, 2000, 0) == 0);
 	CHILD_CHECK(cc, sl_lease_join(s, c->budget, g, NULL, &l) == 0);
+	sl_lease_store_close(s2);
 	CHILD_CHECK(cc, pthread_create(&th, NULL, headless_watch, cc) == 0);
 	atomic_store(&cc->joined, 1);
 	pthread_exit(NULL);
 }
 
-START_TEST(a_process_whose_main_thread_exited_keeps_its_share)
+/*
+ * A child holds 2000 of a budget of 3000, its main thread gone.  While the
+ * process lives, its record counts and its room goes to no joiner; once it
+ * is gone (without leaving), both are free.
+ */
+static void headless_case(bool second)
 {
 	struct sl_lease_participant p[LEASE_MAXP];
 	const struct sl_lease_participant *it;
@@ -760,7 +772,7 @@ START_TEST(a_process_whose_main_thread_exited_keeps_its_share)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		die_with_parent(headless_parent);
-		headless_main(c);
+		headless_main(c, second);
 	}
 	c->c[0].pid = pid;
 	wait_joined(c, 1);
@@ -769,7 +781,7 @@ START_TEST(a_process_whose_main_thread_exited_keeps_its_share)
 	WAIT_FOR(leader_state(pid) == 'Z', "the child's main thread to exit");
 	n = lease_parts(s, c->budget, p);
 	it = of_pid(p, n, pid);
-	ck_assert_msg(it != NULL, "a live process whose main thread exited was taken for dead");
+	ck_assert_msg(it != NULL, "a live process was taken for dead");
 	ck_assert_uint_ge(it->share, 2000);
 	/* Its room is not granted to a joiner. */
 	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
@@ -787,6 +799,19 @@ START_TEST(a_process_whose_main_thread_exited_keeps_its_share)
 	sl_lease_store_close(s);
 	sl_tree_destroy(t);
 	ctl_free(c);
+}
+
+START_TEST(a_process_whose_main_thread_exited_keeps_its_share)
+{
+	headless_case(false);
+}
+END_TEST
+
+/* A process's handles on one object share its lock: closing one (its fd
+ * with it, were it its own) must not make the process look dead. */
+START_TEST(a_process_that_closed_a_second_handle_keeps_its_share)
+{
+	headless_case(true);
 }
 END_TEST
 
@@ -1285,6 +1310,7 @@ static Suite *lease_shm_suite(void)
 	tcase_add_test(tc, a_mutex_held_by_a_stopped_process_times_out_and_holders_keep_their_share);
 	tcase_add_test(tc, the_stats_show_a_raise_before_the_group_has_it_and_a_cut_before_the_store);
 	tcase_add_test(tc, a_process_whose_main_thread_exited_keeps_its_share);
+	tcase_add_test(tc, a_process_that_closed_a_second_handle_keeps_its_share);
 	tcase_add_test(tc, corrupt_entries_are_skipped_and_a_budget_set_repairs_them);
 	tcase_add_test(tc, random_bytes_over_the_tables_give_only_documented_answers);
 	tcase_add_test(tc, a_scribbled_mutex_gives_a_documented_error);

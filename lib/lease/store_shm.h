@@ -15,7 +15,11 @@
 #include <sys/types.h>
 
 #define SHM_MAGIC UINT64_C(0x657361656c2d6c73) /* "sl-lease", little-endian */
-#define SHM_LAYOUT 1u
+/* 2: the same bytes as 1, but liveness by a lock per process and creation
+ * under the init lock (store_shm_object.c).  A process of layout 1 holds no
+ * such lock and would be taken for dead: the two never share an object
+ * (each answers -EIO on the other's). */
+#define SHM_LAYOUT 2u
 #define SHM_NAME_MAX (sizeof("/softlimit-") + SL_LEASE_NAME_MAX)
 
 struct shm_budget_data {
