@@ -63,6 +63,21 @@ LD_LIBRARY_PATH=$libdir "$usr/bin/softlimitctl" --help >/dev/null || die "the pa
 ls "$usr/share/doc/libsoftlimit-dev/design.md"* >/dev/null 2>&1 && [ -f "$usr/share/doc/libsoftlimit-dev/examples/threads_host.c" ] ||
 	die "libsoftlimit-dev ships no design documents or examples"
 
+# The build sets an install RUNPATH only for prefixes the dynamic linker
+# does not search: /usr's packages must carry none (lintian's
+# custom-library-search-path).
+log "no RPATH or RUNPATH in the packaged programs and libraries"
+for elf in "$usr"/bin/* "$libdir"/lib*.so.*; do
+	[ -L "$elf" ] && continue
+	if readelf -d "$elf" | grep -q -E '\((RPATH|RUNPATH)\)'; then
+		die "$elf has an RPATH: $(readelf -d "$elf" | grep PATH)"
+	fi
+done
+# Dependencies are named by imported target, never by a path of the
+# building machine.
+grep -n -E '(INTERFACE|IMPORTED)_[A-Z_]+ .*["; ]/[^"; )]+' "$libdir"/cmake/softlimit/*.cmake &&
+	die "the packaged CMake files name absolute paths (above)"
+
 log "consumer via pkg-config"
 pc() { PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --define-variable=prefix="$usr" "$@"; }
 # shellcheck disable=SC2046 # pkg-config prints a list of words
