@@ -5,14 +5,17 @@
  *
  * The files form layers, and calls go one way only, down:
  *
- *   8  tree.c walk.c stats.c check.c     the public objects, seeing the tree
+ *   8  tree.c walk.c stats.c check.c openmetrics.c version.c
+ *                                          the public objects, seeing the tree
  *   7  policy_guarantee.c policy_gatekeeper.c policy_protection.c
- *   6  reclaim.c (engine) atmax.c limits.c high.c victims.c proportional.c
- *      split.c                             reclaim and what calls it
+ *   6  reclaim.c (engine) atmax.c limits.c background.c victims.c
+ *      proportional.c split.c              reclaim and what calls it (limits.c:
+ *                                          high too)
  *   5  charge.c uncharge.c                 sl_charge(), sl_uncharge()
- *   4  stock.c stock_take.c stock_handover.c  per-thread stocks
+ *   4  stock.c stock_take.c stock_handover.c (stock.h)  per-thread stocks
  *   3  counter.c refault.c                 hierarchical counters, refault counts
- *   2  overindex.c                         groups over their soft limit
+ *   2  overindex.c                         groups over their soft limit,
+ *                                          overcommitted protection
  *   1  group.c                             group objects and topology
  *   0  alloc.c atomic.h                    allocation, atomics
  *
