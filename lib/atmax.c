@@ -55,6 +55,41 @@ static bool can_fit(sl_group *at, uint64_t need)
 	return sl__kept(at->tree, at) <= max - need;
 }
 
+/* Room for need under at's max now, stock units counted as usage. */
+static bool fits_now(const sl_group *at, uint64_t need)
+{
+	uint64_t max = sl__load(&at->max, SL_RELAXED);
+
+	return need <= max && sl__usage_of(at) <= max - need;
+}
+
+/*
+ * The at-max path's judgement (sl__at_max() below) for every group on g's
+ * path at once, for a host that makes room its own way between tries (the
+ * jemalloc adapter): reclaim only where it may (not inside a callback or a
+ * walk, where only room now counts); other threads' idle stock units given
+ * back before a no, as the at-max path does before it gives up.
+ */
+int sl_charge_can_fit(sl_group *g, uint64_t amount)
+{
+	bool may_reclaim;
+	sl_group *p;
+
+	if (!sl__group_valid(g))
+		return -EINVAL;
+	if (amount == 0)
+		return 1; /* sl_charge() of 0 always succeeds */
+	may_reclaim = !sl__reclaim_forbidden();
+	for (p = g; p; p = p->parent) {
+		if (may_reclaim ? can_fit(p, amount) : fits_now(p, amount))
+			continue;
+		sl__stock_drain_subtree(p);
+		if (!(may_reclaim ? can_fit(p, amount) : fits_now(p, amount)))
+			return 0;
+	}
+	return 1;
+}
+
 /* The host's OOM handler, if any: nonzero asks for one more try. */
 static bool ask_oom_handler(sl_group *at, uint64_t need)
 {

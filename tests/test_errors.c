@@ -600,6 +600,12 @@ static int group_destroy_held(struct fx *f)
 	return rc;
 }
 
+static int charge_can_fit_null(struct fx *f)
+{
+	(void)f;
+	return sl_charge_can_fit(NULL, 1);
+}
+
 struct bad_case {
 	const char *what;
 	int (*call)(struct fx *f);
@@ -659,6 +665,7 @@ static const struct bad_case cases[] = {
 	{ "sl_charge overflowing amount, SL_FORCE", charge_overflow_forced, -EINVAL, 0 },
 	{ "sl_charge past max (only a's events move)", charge_past_max, -ENOMEM, 1 },
 	{ "sl_uncharge(NULL, 1)", uncharge_null_group, -EINVAL, 0 },
+	{ "sl_charge_can_fit(NULL, 1)", charge_can_fit_null, -EINVAL, 0 },
 	{ "sl_reclaim(NULL, ...) frees nothing", reclaim_null_scope, 0, 0 },
 	{ "sl_group_walk(NULL, fn, arg)", walk_null_scope, -EINVAL, 0 },
 	{ "sl_group_walk(g, NULL, arg)", walk_null_fn, -EINVAL, 0 },

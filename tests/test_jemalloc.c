@@ -489,6 +489,92 @@ START_TEST(an_allocation_at_max_gets_room_from_its_own_groups_reclaim)
 }
 END_TEST
 
+/* Put blocks of BLOCK into the cache (each charges BLOCK_EXTENT). */
+static void cache_fill(struct cache *c, int blocks)
+{
+	for (int i = 0; i < blocks; i++) {
+		void *p = sl_jemalloc_alloc(c->a, BLOCK);
+
+		ck_assert_ptr_nonnull(p);
+		cache_put(c, p);
+	}
+}
+
+/* An allocation that cannot fit under at's max fails at once: no
+ * eviction, and what the cache held is there. */
+static void assert_refused_without_eviction(struct cache *c, sl_group *at, size_t size, const char *what)
+{
+	size_t held = c->tail - c->head;
+	uint64_t usage = usage_of(sl_jemalloc_group(c->a));
+	struct sl_stats before = stats_of(sl_jemalloc_group(c->a));
+	uint64_t ooms = stats_of(at).events_oom;
+
+	errno = 0;
+	ck_assert_ptr_null(sl_jemalloc_alloc(c->a, size));
+	ck_assert_int_eq(errno, ENOMEM);
+	ck_assert_msg(c->evict_calls == 0, "%s: evict called %u times for %" PRIu64 " bytes", what,
+		      c->evict_calls, c->evict_asked);
+	ck_assert_uint_eq(c->tail - c->head, held);
+	/* Nor purged, nor reclaimed through the group's callback. */
+	ck_assert_uint_eq(usage_of(sl_jemalloc_group(c->a)), usage);
+	ck_assert_uint_eq(stats_of(sl_jemalloc_group(c->a)).reclaimed, before.reclaimed);
+	/* It failed for good, once, at the max in the way. */
+	ck_assert_uint_eq(stats_of(at).events_oom, ooms + 1);
+}
+
+/* Regression: a 16 MiB allocation under an 8 MiB max evicted the tenant's
+ * items through evict, round after round, and then failed. */
+START_TEST(an_allocation_larger_than_max_fails_at_once_without_evicting)
+{
+	const struct sl_jemalloc_ops ops = {.evict = cache_evict};
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	struct cache c = {0};
+
+	c.a = adapter_new(sl_tree_root(t), "cache", 8 * MiB, &ops, &c);
+	cache_fill(&c, 64);
+	assert_refused_without_eviction(&c, sl_jemalloc_group(c.a), 16 * MiB, "16 MiB under an 8 MiB max");
+	/* An allocation that fits once evict makes room still gets it. */
+	void *p = sl_jemalloc_alloc(c.a, 6 * MiB);
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_ge(c.evict_calls, 1);
+	sl_jemalloc_free(c.a, p);
+	cache_clear(&c);
+	ck_assert_int_eq(sl_jemalloc_destroy(c.a), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
+/* The same when the max in the way is an ancestor's, and what it leaves
+ * beside a sibling that holds its charges (no callback) is too small even
+ * with every item of this arena evicted. */
+START_TEST(an_allocation_too_large_for_an_ancestor_fails_at_once_without_evicting)
+{
+	const struct sl_jemalloc_ops ops = {.evict = cache_evict};
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	sl_group *parent = group_new(sl_tree_root(t), "parent", 16 * MiB);
+	sl_group *other = group_new(parent, "other", SL_UNLIMITED);
+	struct cache c = {0};
+
+	c.a = adapter_new(parent, "cache", SL_UNLIMITED, &ops, &c);
+	cache_fill(&c, 64);
+	/* 10 MiB that no reclaim may take: 6 MiB left for the arena. */
+	ck_assert_int_eq(sl_charge(other, 10 * MiB, 0), 0);
+	assert_refused_without_eviction(&c, parent, 8 * MiB, "8 MiB in the 6 MiB a parent leaves");
+	assert_refused_without_eviction(&c, parent, 32 * MiB, "32 MiB under a 16 MiB parent");
+	/* 5 MiB fits once evict makes room. */
+	void *p = sl_jemalloc_alloc(c.a, 5 * MiB);
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_ge(c.evict_calls, 1);
+	sl_jemalloc_free(c.a, p);
+	ck_assert_int_eq(sl_uncharge(other, 10 * MiB), 0);
+	cache_clear(&c);
+	ck_assert_int_eq(sl_jemalloc_destroy(c.a), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /*
  * A cache shared by threads, as slcache keeps one per tenant: a FIFO of
  * blocks under a mutex, whose evict frees the oldest.  Allocation happens
@@ -716,6 +802,10 @@ static Suite *jemalloc_suite(void)
 	tcase_add_loop_test(tc, an_allocation_at_max_gets_room_from_its_own_groups_reclaim, 0,
 			    SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, threads_filling_a_full_reclaimable_arena_never_get_null, 0,
+			    SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, an_allocation_larger_than_max_fails_at_once_without_evicting, 0,
+			    SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, an_allocation_too_large_for_an_ancestor_fails_at_once_without_evicting, 0,
 			    SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 

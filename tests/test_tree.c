@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Trees and groups: defaults, creation, names, topology accessors, destroy
- * rules and holds, limits round trips and the version (softlimit.h).
+ * rules and holds, whether a charge could fit, limits round trips and the
+ * version (softlimit.h).
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -538,6 +539,108 @@ START_TEST(tree_destroy_frees_held_groups)
 }
 END_TEST
 
+/* ---- could a charge fit ---- */
+
+struct counted {
+	sl_group *g;
+	unsigned calls;
+};
+
+static uint64_t counted_reclaim(sl_group *g, uint64_t target, void *ctx)
+{
+	struct counted *c = ctx;
+
+	(void)g, (void)target;
+	c->calls++;
+	return 0;
+}
+
+static sl_group *reclaimable_new(sl_group *parent, const char *name, const struct sl_limits *lim,
+				 struct counted *c)
+{
+	const struct sl_ops ops = { .reclaim = counted_reclaim };
+	sl_group *g = NULL;
+
+	ck_assert_int_eq(sl_group_create(parent, name, lim, &ops, c, &g), 0);
+	c->g = g;
+	return g;
+}
+
+static int can_fit_visitor(sl_group *g, unsigned depth, void *arg)
+{
+	uint64_t *amount = arg;
+
+	(void)depth;
+	return sl_charge_can_fit(g, *amount) + 10; /* 0 would go on walking */
+}
+
+/* The core's judgement at max, asked ahead: what reclaim may take counts
+ * as room, what it may not (min, groups without a callback) does not. */
+START_TEST(charge_can_fit_counts_what_reclaim_may_free)
+{
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	sl_group *root = sl_tree_root(t);
+	struct sl_limits lim;
+	struct counted rc = { 0 }, rm = { 0 };
+	sl_group *p, *r, *m, *plain;
+	uint64_t amount;
+
+	sl_limits_init(&lim);
+	lim.max = 100;
+	p = group_new(root, "p", 100);
+	r = reclaimable_new(p, "r", &lim, &rc);
+	lim.min = 20;
+	m = reclaimable_new(root, "m", &lim, &rm);
+	plain = group_new(root, "plain", 100);
+
+	ck_assert_int_eq(sl_charge(r, 30, 0), 0);
+	ck_assert_int_eq(sl_charge(m, 30, 0), 0);
+	ck_assert_int_eq(sl_charge(plain, 30, 0), 0);
+	ck_assert_int_eq(sl_charge_can_fit(r, 0), 1);
+	ck_assert_int_eq(sl_charge_can_fit(r, 70), 1);  /* room now */
+	ck_assert_int_eq(sl_charge_can_fit(r, 100), 1); /* once r's 30 are reclaimed */
+	ck_assert_int_eq(sl_charge_can_fit(r, 101), 0); /* above max */
+	ck_assert_int_eq(sl_charge_can_fit(m, 80), 1);  /* m's min is 20 of its 30 */
+	ck_assert_int_eq(sl_charge_can_fit(m, 81), 0);
+	ck_assert_int_eq(sl_charge_can_fit(plain, 70), 1);
+	ck_assert_int_eq(sl_charge_can_fit(plain, 71), 0); /* no callback: its 30 stay */
+
+	/* An ancestor's max, with a sibling that holds its charges. */
+	ck_assert_int_eq(sl_group_destroy(plain), -EBUSY);
+	ck_assert_int_eq(sl_uncharge(plain, 30), 0);
+	ck_assert_int_eq(sl_group_destroy(plain), 0);
+	plain = group_new(p, "plain", SL_UNLIMITED);
+	ck_assert_int_eq(sl_charge(plain, 50, 0), 0);
+	ck_assert_int_eq(sl_charge_can_fit(r, 20), 1);
+	ck_assert_int_eq(sl_charge_can_fit(r, 50), 1);  /* once r's 30 are reclaimed */
+	ck_assert_int_eq(sl_charge_can_fit(r, 51), 0);  /* plain's 50 stay under p's 100 */
+	/* Inside a walk no charge reclaims: only room now counts. */
+	amount = 20;
+	ck_assert_int_eq(sl_group_walk(r, can_fit_visitor, &amount), 11);
+	amount = 30; /* fits once r's 30 are reclaimed, not now */
+	ck_assert_int_eq(sl_group_walk(r, can_fit_visitor, &amount), 10);
+	/* Nor the root's max. */
+	sl_limits_init(&lim);
+	lim.max = 110;
+	ck_assert_int_eq(sl_group_set_limits(root, &lim), 0);
+	ck_assert_int_eq(sl_charge_can_fit(r, 50), 0);  /* m's min 20 and plain's 50 stay under 110 */
+	ck_assert_int_eq(sl_charge_can_fit(r, 40), 1);
+
+	/* It only looks: nothing was reclaimed, no callback ran, no counter moved. */
+	ck_assert_uint_eq(rc.calls, 0);
+	ck_assert_uint_eq(rm.calls, 0);
+	ck_assert_uint_eq(usage_of(r), 30);
+	ck_assert_uint_eq(usage_of(m), 30);
+	ck_assert_uint_eq(usage_of(plain), 50);
+	ck_assert_uint_eq(stats_of(r).events_max, 0);
+	assert_tree_ok(t);
+	ck_assert_int_eq(sl_uncharge(r, 30), 0);
+	ck_assert_int_eq(sl_uncharge(m, 30), 0);
+	ck_assert_int_eq(sl_uncharge(plain, 50), 0);
+	sl_tree_destroy(t);
+}
+END_TEST
+
 /* ---- limits ---- */
 
 START_TEST(set_limits_round_trips_through_limits_and_stats)
@@ -665,6 +768,10 @@ static Suite *tree_suite(void)
 	tcase_add_test(tc, holds_are_of_one_group_and_the_root_may_be_held);
 	tcase_add_test(tc, holds_work_inside_a_walk);
 	tcase_add_loop_test(tc, tree_destroy_frees_held_groups, 0, SL_TEST_NBATCH);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("can fit");
+	tcase_add_loop_test(tc, charge_can_fit_counts_what_reclaim_may_free, 0, SL_TEST_NBATCH);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("limits");

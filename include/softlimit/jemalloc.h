@@ -102,7 +102,12 @@ SL_API int sl_jemalloc_destroy(sl_jemalloc *a);
  * victims, which may be this very group: its reclaim purges the arena and
  * calls ops->evict, whose freed objects the retry may reuse).  It fails
  * only after rounds in a row without progress, as sl_charge() would, and
- * then as sl_charge() fails (an oom event, the tree's OOM handler).  The
+ * then as sl_charge() fails (an oom event, the tree's OOM handler).  An
+ * allocation that could not fit even if reclaim freed all it may (larger
+ * than the group's max or an ancestor's, or than what such a max leaves
+ * beside memory no reclaim may take: sl_charge_can_fit()) makes no round
+ * at all: it fails at once, as sl_charge() does, without purging the
+ * arena or calling ops->evict (the OOM handler is still asked).  The
  * group's events_oom counts allocations that failed, one each: the hooks'
  * refused charges, and those between the tries, are SL_TRY.
  *

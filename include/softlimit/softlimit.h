@@ -373,6 +373,31 @@ enum {
 SL_API int sl_charge(sl_group *g, uint64_t amount, unsigned flags);
 
 /**
+ * sl_charge_can_fit() - could a charge of @amount to @g fit under the max
+ * of @g and of every ancestor, now or once reclaim freed all it may?  The
+ * judgement sl_charge() makes at max before it reclaims (see above: every
+ * group kept at its min, or effective min under SL_POLICY_PROTECTION,
+ * groups without a callback holding their charges), made here for the
+ * whole path, for a host that makes room its own way between tries of a
+ * charge without reclaim (the jemalloc adapter does): when the answer is
+ * no, reclaim would evict for nothing.  (Release 0.2.2.)
+ *
+ * Returns 1 (it fits now, or reclaim may make room), 0 (it cannot fit even
+ * then: charge past max with SL_FORCE or fail), -EINVAL for a NULL @g.  An
+ * @amount of 0 always fits.  Inside a reclaim callback, the OOM handler or
+ * sl_group_walk(), where charges do not reclaim, only room now counts.
+ * Before a 0, other threads' idle stock units under the group in the way
+ * are given back (they may be the room), as sl_charge() does before it
+ * fails.  The answer is of the moment: charges, uncharges and limit
+ * changes of other threads may change it right after.
+ *
+ * Thread-safe; charges nothing and calls no callback.  Takes the tree's
+ * topology lock (to see the subtree) and the stock registry's lock when
+ * @amount does not fit now.
+ */
+SL_API int sl_charge_can_fit(sl_group *g, uint64_t amount);
+
+/**
  * sl_uncharge() - return @amount units charged to @g.
  *
  * Uncharging more than is charged to @g itself (not its children) is a

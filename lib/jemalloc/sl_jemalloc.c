@@ -245,6 +245,26 @@ static sl_group *in_the_way(sl_jemalloc *a, uint64_t need)
 }
 
 /*
+ * Is reclaim worth a round: could need fit under the max of a's group and
+ * of every ancestor once reclaim freed all it may (sl_charge_can_fit(),
+ * the core's own judgement at max)?  When it could not (an allocation
+ * larger than a max, or than what a max leaves once everything reclaimable
+ * is gone), a round would purge and evict the host's objects for nothing,
+ * and yield while nobody else makes room: the allocation goes straight to
+ * the last word instead, whose charge reclaims nothing either.  Judged
+ * once per amount refused (*judged: the last amount found to fit).
+ */
+static bool worth_reclaiming(sl_jemalloc *a, uint64_t need, uint64_t *judged)
+{
+	if (need == *judged)
+		return true;
+	if (sl_charge_can_fit(a->group, need) == 0)
+		return false;
+	*judged = need;
+	return true;
+}
+
+/*
  * The allocation has failed: a charge that is no try says so, and counts
  * the oom event (every earlier charge of it was SL_TRY: the hooks', and
  * those between the tries, which failed only for then).  Should room have
@@ -272,7 +292,8 @@ static void *last_word(sl_jemalloc *a, size_t size, uint64_t need)
  * first kind, and would evict round after round without trying the
  * arena again; so reclaim goes one round at a time, the allocation retried
  * after each.  When neither kind appears JE_IDLE_ROUNDS times in a row (or
- * evict's claims stop being believed), the last word is sl_charge()'s with
+ * evict's claims stop being believed), or at once when no reclaim could
+ * make room (worth_reclaiming()), the last word is sl_charge()'s with
  * reclaim allowed: its rule and OOM handler; its oom event only once the
  * allocation has failed for good (last_word()).
  *
@@ -283,7 +304,7 @@ static void *last_word(sl_jemalloc *a, size_t size, uint64_t need)
 static void *alloc_at_max(sl_jemalloc *a, size_t size)
 {
 	unsigned idle = 0, claims = 0;
-	uint64_t reserved = sl__je_tls.reserved;
+	uint64_t reserved = sl__je_tls.reserved, judged = 0;
 	void *p = NULL;
 
 	while (sl__je_tls.refused > sl__je_tls.reserved) {
@@ -293,7 +314,8 @@ static void *alloc_at_max(sl_jemalloc *a, size_t size)
 		sl__je_tls.a = NULL;
 		if (sl_charge(a->group, need, SL_NORECLAIM | SL_TRY) == 0) {
 			reserved += need;
-		} else if (idle < JE_IDLE_ROUNDS && claims < JE_CLAIM_ROUNDS) {
+		} else if (idle < JE_IDLE_ROUNDS && claims < JE_CLAIM_ROUNDS &&
+			   worth_reclaiming(a, need, &judged)) {
 			/* Relaxed: a tally, compared only with itself. */
 			uint64_t evicted = sl__load(&a->evicted, SL_RELAXED);
 
