@@ -724,6 +724,29 @@ START_TEST(destroy_is_ebusy_while_allocations_remain)
 }
 END_TEST
 
+/* A held group (a lease steering it) outlives the destroy; a later call,
+ * once released, finishes it. */
+START_TEST(destroy_of_a_held_adapter_finishes_once_released)
+{
+	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
+	sl_jemalloc *a = adapter_new(sl_tree_root(t), "tenant", SL_UNLIMITED, NULL, NULL);
+	sl_group *found = NULL;
+	void *p = sl_jemalloc_alloc(a, 5000);
+
+	ck_assert_ptr_nonnull(p);
+	sl_jemalloc_free(a, p);
+	ck_assert_int_eq(sl_group_hold(sl_jemalloc_group(a)), 0);
+	ck_assert_int_eq(sl_jemalloc_destroy(a), -EBUSY);
+	ck_assert_int_eq(sl_group_lookup(sl_tree_root(t), "tenant", &found), 0);
+	ck_assert_ptr_eq(found, sl_jemalloc_group(a));
+	ck_assert_int_eq(sl_group_unhold(sl_jemalloc_group(a)), 0);
+	ck_assert_int_eq(sl_jemalloc_destroy(a), 0);
+	ck_assert_int_eq(sl_group_lookup(sl_tree_root(t), "tenant", &found), -ENOENT);
+	assert_empty(sl_tree_root(t), "root");
+	sl_tree_destroy(t);
+}
+END_TEST
+
 START_TEST(arenas_are_recycled_across_create_and_destroy)
 {
 	sl_tree *t = tree_new(test_batch(_i), SL_UNLIMITED);
@@ -811,6 +834,7 @@ static Suite *jemalloc_suite(void)
 
 	tc = tcase_create("lifetime");
 	tcase_add_loop_test(tc, destroy_is_ebusy_while_allocations_remain, 0, SL_TEST_NBATCH);
+	tcase_add_loop_test(tc, destroy_of_a_held_adapter_finishes_once_released, 0, SL_TEST_NBATCH);
 	tcase_add_loop_test(tc, arenas_are_recycled_across_create_and_destroy, 0, SL_TEST_NBATCH);
 	tcase_add_test(tc, bad_arguments_are_rejected_and_change_nothing);
 	suite_add_tcase(s, tc);

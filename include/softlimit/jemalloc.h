@@ -85,6 +85,9 @@ SL_API int sl_jemalloc_create(sl_group *parent, const char *name, const struct s
  *
  * Errors: -EBUSY while the arena still has live allocations, or the group
  * has children or charges other than the adapter's; nothing changes then.
+ * -EBUSY too when the group is held (sl_group_hold()) or the call is made
+ * inside a reclaim callback: then the arena is already destroyed and @a
+ * lives on, to be destroyed by a later call (once released).
  * No other call may use @a concurrently or afterwards.
  */
 SL_API int sl_jemalloc_destroy(sl_jemalloc *a);

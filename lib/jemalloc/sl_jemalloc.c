@@ -211,7 +211,8 @@ int sl_jemalloc_destroy(sl_jemalloc *a)
 		if (left > 0)
 			sl__je_uncharge(a, left);
 	}
-	/* -EBUSY only if called inside a reclaim callback: the arena is gone, call again. */
+	/* -EBUSY only if called inside a reclaim callback or while the group
+	 * is held (sl_group_hold()): the arena is gone, call again. */
 	r = sl_group_destroy(a->group);
 	if (r != 0)
 		return r;
