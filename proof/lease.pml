@@ -10,7 +10,8 @@
  * once the store's view of the lease ended (S_FENCED), nothing once freed.
  *
  * Each participant is a group (usage, local max) and its lease thread.  Its
- * usage grows by charges only while under its local max (sl_group_set_limits
+ * usage grows by charges, at any interleaving with the lease thread's steps
+ * (a join's included), only while under its local max (sl_group_set_limits
  * holds for every later charge); each period it reads the view, picks any
  * target from its floor to MAX (the allocator is not the point: every
  * target is tried) and
@@ -30,7 +31,17 @@
  * pid); a holder may stall (SIGSTOP: no step at all; shm sees its pid alive
  * and keeps counting its share); with -DCFG_WIPE the store may restart
  * empty (a new incarnation): holders that see it fence to their floor and
- * rejoin, claiming max(floor, usage) from what is free.
+ * rejoin; with -DCFG_JOIN participant 2 joins after the start, its group
+ * charging up to its own max (MAX) until the join lowers it.
+ *
+ * A join or rejoin (sl__lease_register) claims from the room no one holds,
+ * in this order: read the view and the usage c; S = max(floor, c), or give
+ * up if S > free (lowering the max to free); LOWER the local max to S
+ * (never raising it; reclaim or -EBUSY); read the usage c' again; claim
+ * held = max(S, c') (give up this round if held > free); write it with the
+ * version compare; only on the reply RAISE the local max to held.  Charges
+ * between the first read and the lowering are then in c', and charges
+ * after it stop at S <= held.
  *
  * Time is a clock process that ticks up to TMAX times.  The timing
  * assumption of lease.h is a guard on the clock: time does not pass while a
@@ -39,7 +50,12 @@
  *
  * Safety, checked in every state by the monitor: the usages of the living
  * participants sum to at most MAX (a fenced one's usage is at most its
- * floor, which the store keeps counting), and so do the store's counts.
+ * floor, which the store keeps counting), and so do the store's counts;
+ * and a participant the store counts since its (re)join in the current
+ * incarnation never uses more than the store counts for it (usage <=
+ * CNT).  The usage of a participant that never joined is the host's, not
+ * the budget's: it is in neither check.  -DNO_USAGE_SUM leaves the first
+ * check out (for CFG_WIPE, whose known gap fails it), keeping the others.
  *
  * Mutants (each must fail):
  *   MUTANT_REPORT_FIRST  a shrink reports its target before lowering its max
@@ -50,10 +66,15 @@
  *                        raises it when the holder is fenced at its floor
  *   MUTANT_RENEW_EXPIRED the store takes a renewal (grows=false) of a record
  *                        whose lease ended, which then counts its held again
+ *   MUTANT_JOIN_LOWER_LAST a join reads the usage, writes held = max(floor,
+ *                        usage) and only then sets the local max to held
+ *                        (lease.c before the fix): charges in between pass
+ *                        held, and nothing ever counts them (CFG_JOIN for
+ *                        the join, CFG_WIPE -DNO_USAGE_SUM for the rejoin)
  *
  * Left out: the allocator (targets are free choices), soft limits, changing
- * the budget's limits or deleting it, joins after the start (except the
- * rejoins of CFG_WIPE), more than one crash, stall or wipe.
+ * the budget's limits or deleting it (and the rejoin after it), joins after
+ * the start but CFG_JOIN's one, more than one crash, stall or wipe.
  */
 
 #define N 3
@@ -107,6 +128,11 @@ bool dead[N];
 bool stalled[N];
 byte h_inc[N];      /* the store incarnation it joined                   */
 byte fl[N];         /* its floor: 1 for participant 0, 0 for the others */
+byte pfl[N];        /* the floor its last join was granted: min(fl, free) */
+/* Ghost, for the monitor: 0 never joined (its usage is the host's), 1
+ * joined once but not counted by this incarnation of the store, 2 counted
+ * since its (re)join in this incarnation. */
+byte jst[N];
 
 byte now;
 byte crashes;
@@ -115,7 +141,17 @@ byte wipes;
 
 #define CNT(j) (s_st[j] == S_HELD -> s_held[j] : (s_st[j] == S_FENCED -> s_floor[j] : 0))
 #define SUMC (CNT(0) + CNT(1) + CNT(2))
-#define SUMU (usage[0] + usage[1] + usage[2])
+#define U(j) (jst[j] != 0 -> usage[j] : 0)
+#define SUMU (U(0) + U(1) + U(2))
+/* a participant the store counts that uses more than it counts */
+#define OVER(j) (jst[j] == 2 && !dead[j] && usage[j] > CNT(j))
+#ifdef NO_USAGE_SUM
+#define SUMU_OK true
+#else
+#define SUMU_OK (SUMU <= MAX)
+#endif
+#define MIN(a, b) (a < b -> a : b)
+#define MAXOF(a, b) (a > b -> a : b)
 #define BUMP moved[0] = true; moved[1] = true; moved[2] = true
 /* a running holder whose own view ended and that has not fenced yet */
 #define MUST_FENCE(j) (!dead[j] && !stalled[j] && leased[j] && own_left[j] == 0)
@@ -123,8 +159,10 @@ byte wipes;
 active proctype monitor()
 {
 end:	atomic {
-		(SUMU > MAX || SUMC > MAX) ->
-		assert(SUMU <= MAX && SUMC <= MAX)
+		(!SUMU_OK || SUMC > MAX || OVER(0) || OVER(1) || OVER(2)) ->
+		assert(SUMU_OK);
+		assert(SUMC <= MAX);
+		assert(!OVER(0) && !OVER(1) && !OVER(2))
 	}
 }
 
@@ -194,12 +232,15 @@ inline free_dead()
 	fi
 }
 
+/* Fall to the floor it was granted; never a raise (sl__lease_fence applies
+ * min(applied, floor)).  Reclaim reaches it within the margin (lease.h's
+ * timing assumption). */
 inline fence()
 {
 	atomic {
-		lmax[i] = fl[i];
+		lmax[i] = MIN(lmax[i], pfl[i]);
 		if
-		:: usage[i] > fl[i] -> usage[i] = fl[i]
+		:: usage[i] > lmax[i] -> usage[i] = lmax[i]
 		:: else
 		fi;
 		leased[i] = false
@@ -209,12 +250,17 @@ inline fence()
 /* The group: fills up to its local max in one step (a cache fills its
  * share; smaller steps only add states: a usage below the max reports less
  * and frees room, as reclaim does); nothing while stopped.  It never frees
- * on its own: only reclaim lowers usage.
- * -DFREES lets it free too (more states, no new behaviour for the sum). */
+ * on its own: only reclaim lowers usage.  It runs at any interleaving with
+ * its lease thread, between the steps of a join too.
+ * -DFREES lets it free too (more states, no new behaviour for the sum);
+ * -DUNIT_CHARGES lets it charge one unit at a time too. */
 proctype group(byte i)
 {
 end:	do
 	:: atomic { !stalled[i] && !dead[i] && usage[i] < lmax[i] -> usage[i] = lmax[i] }
+#ifdef UNIT_CHARGES
+	:: atomic { !stalled[i] && !dead[i] && usage[i] + 1 < lmax[i] -> usage[i]++ }
+#endif
 #ifdef FREES
 	:: atomic { !stalled[i] && !dead[i] && usage[i] > 0 -> usage[i]-- }
 #endif
@@ -241,29 +287,40 @@ end:	do
 		fr = MAX - SUMC;
 		if
 		:: inc != h_inc[i] ->
-			/* the store was replaced: fall to the floor, then rejoin */
-			fence();
+			/* the store was replaced: fall to the floor, then rejoin
+			 * (store_reset: only a holder that had registered) */
+			if
+			:: jst[i] != 0 -> fence()
+			:: else
+			fi;
 			h_inc[i] = inc
 		:: else
 		fi;
 		if
 		:: !joined ->
-			/* join: max(floor, usage) from the room no one holds */
+			/* join (sl__lease_register): S = max(floor, usage) from
+			 * the room no one holds */
 			c = usage[i];
-			g = (fl[i] < fr -> fl[i] : fr);
-			nh = (c > g -> c : g);
+			g = MIN(fl[i], fr);
+			nh = MAXOF(c, g);
 			grow = true;
 			if
 			:: nh > fr ->
-				/* does not fit: lower the local max to what is free */
-				lmax[i] = fr;
+				/* does not fit: lower the local max to what is
+				 * free (never raise it), claim a later period */
+				lmax[i] = MIN(lmax[i], fr);
 				if
-				:: usage[i] > fr -> usage[i] = fr
+				:: usage[i] > lmax[i] -> usage[i] = lmax[i]
 				:: true
 				fi;
 				goto done
 			:: else
-			fi
+			fi;
+#ifndef MUTANT_JOIN_LOWER_LAST
+			goto lower
+#else
+			goto write
+#endif
 		:: else ->
 			/* a target: the floor or the whole budget (grows stop at
 			 * what is free, so shares in between arise too;
@@ -311,10 +368,34 @@ end:	do
 				t = h;
 				grow = false
 			fi
-		fi
+		fi;
+		/* (a goto out of an atomic ends it: the next step is the
+		 * write's own, as if it followed here) */
+		goto write
 	   }
+#ifndef MUTANT_JOIN_LOWER_LAST
+		/* A join's second step (only a join's): lower the local max to
+		 * S before claiming anything (never raising it), reclaim or not
+		 * (-EBUSY), and read the usage again: whatever was charged since
+		 * the first read is in c', and later charges stop at S.  Claim
+		 * max(S, c'), or give up this round if that does not fit in
+		 * what was free. */
+lower:		atomic {
+			lmax[i] = MIN(lmax[i], nh);
+			if
+			:: usage[i] > lmax[i] -> usage[i] = lmax[i]
+			:: true
+			fi;
+			c = usage[i];
+			nh = MAXOF(nh, c);
+			if
+			:: nh > fr -> goto done
+			:: else
+			fi
+		}
+#endif
 		/* the write, some time after the read */
-		atomic {
+write:		atomic {
 			cand[i] = OWN_TTL;
 			if
 			:: grow && !joined ->
@@ -326,7 +407,14 @@ end:	do
 					s_left[i] = TTL;
 					BUMP;
 					ok = true;
-					t = nh
+					t = nh;
+					/* registered from here on: its own view runs
+					 * from the send, it fences when that ends
+					 * (the clock waits for it), at this floor */
+					pfl[i] = g;
+					own_left[i] = OWN_TTL;
+					leased[i] = true;
+					jst[i] = 2
 				:: true /* -EAGAIN, or the write failed */
 				fi
 			:: grow && joined ->
@@ -375,7 +463,9 @@ end:	do
 		}
 #endif
 		/* the reply, later still: the own view runs from the send, if it
-		 * still does; only then the local max moves to the new share */
+		 * still does; only then the local max moves to the new share (a
+		 * join's raise to held; MUTANT_JOIN_LOWER_LAST's only change of
+		 * the max, a lowering as often as not) */
 		atomic {
 			if
 			:: ok && cand[i] > 0 && !dead[i] ->
@@ -419,6 +509,10 @@ end:	do
 		wipes++;
 		s_inc++;
 		BUMP;
+		/* the new store counts no one */
+		jst[0] = (jst[0] != 0 -> 1 : 0);
+		jst[1] = (jst[1] != 0 -> 1 : 0);
+		jst[2] = (jst[2] != 0 -> 1 : 0);
 		s_st[0] = S_NONE;
 		s_st[1] = S_NONE;
 		s_st[2] = S_NONE }
@@ -431,10 +525,21 @@ init
 	byte j;
 
 	atomic {
-		/* three participants joined at their floor, none using anything */
+		/* three participants joined at their floor, none using
+		 * anything; with CFG_JOIN participant 2 not yet joined, its
+		 * group at its own max (MAX) */
 		do
 		:: j < N ->
 			fl[j] = (j == 0 -> 1 : 0);
+			pfl[j] = fl[j];
+#ifdef CFG_JOIN
+			if
+			:: j == N - 1 ->
+				lmax[j] = MAX;
+				goto started
+			:: else
+			fi;
+#endif
 			s_held[j] = fl[j];
 			s_floor[j] = fl[j];
 			s_st[j] = S_HELD;
@@ -442,6 +547,8 @@ init
 			lmax[j] = fl[j];
 			own_left[j] = OWN_TTL;
 			leased[j] = true;
+			jst[j] = 2;
+started:
 			run group(j);
 			run lease(j);
 			j++
