@@ -22,7 +22,8 @@
  *   - renews otherwise.
  * Its own view of the lease ends TTL - MARGIN ticks after it SENT the last
  * successful write; the store's ends TTL ticks after it applied it (later).
- * When its own view ends it fences: local max = floor, reclaimed to it.
+ * When its own view ends it fences: local max = min(local max, the floor
+ * its last join was granted), reclaimed to it.
  *
  * Faults: any store operation may fail (a holder cut off from an etcd
  * store: it keeps running, the store expires it to its floor); replies are
