@@ -506,6 +506,27 @@ START_TEST(remove_fails_as_other_calls_do_when_etcd_cannot_be_reached)
 }
 END_TEST
 
+/*
+ * Ids were node:pid:n, n counted per handle: two handles of one node name
+ * and pid (two stores in one process, or two nodes of one name whose
+ * processes are both pid 1, as in containers) made the same record key and
+ * held the budget twice over.  Now every handle's ids differ.
+ */
+START_TEST(two_handles_of_one_node_name_never_make_one_id)
+{
+	void *a = open_at(endpoints(), "ids", STORE_TIMEOUT_MS);
+	void *b = open_at(endpoints(), "ids", STORE_TIMEOUT_MS);
+	char ia[SL_LEASE_ID_MAX], ib[SL_LEASE_ID_MAX];
+
+	ck_assert_int_eq(ops->make_id(a, ia), 0);
+	ck_assert_int_eq(ops->make_id(b, ib), 0);
+	ck_assert_str_ne(ia, ib);
+	ck_assert(strncmp(ia, "testnode:", 9) == 0);
+	ops->close(a);
+	ops->close(b);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("etcd_store");
@@ -523,6 +544,7 @@ int main(void)
 	tcase_add_test(tc, remove_empties_the_store_and_holders_see_it_wiped);
 	tcase_add_test(tc, remove_of_nothing_is_enoent_and_bad_urls_are_refused_as_open_does);
 	tcase_add_test(tc, remove_fails_as_other_calls_do_when_etcd_cannot_be_reached);
+	tcase_add_test(tc, two_handles_of_one_node_name_never_make_one_id);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1245,6 +1245,58 @@ START_TEST(an_object_marked_ready_but_truncated_gives_eio_at_once)
 }
 END_TEST
 
+/* Write the object's ready word, from a process that has no handle on it
+ * (closing any fd of the object drops the closer's liveness lock). */
+static void object_set_ready(const char *name, uint32_t ready)
+{
+	char path[128];
+	int fd;
+
+	object_path(name, path, sizeof(path));
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, &ready, sizeof(ready), (off_t)offsetof(struct shm_header, ready)),
+			 (ssize_t)sizeof(ready));
+	close(fd);
+}
+
+/*
+ * An object that is not ready is a creator's unfinished work only if no
+ * process uses it: a store whose header was damaged under live holders was
+ * once initialised again by the next open, wiping their records.  Now that
+ * open answers -EIO, and the holders' budget is still there once the
+ * header is whole again.
+ */
+START_TEST(a_damaged_header_under_live_holders_is_eio_never_a_new_store)
+{
+	struct ctl *c = ctl_new();
+	struct sl_limits lim;
+	struct sl_lease_store_opts o;
+	sl_lease_store *s = NULL;
+	char url[128];
+
+	/* The holder is a child: this process keeps no handle open. */
+	s = lease_open(c->name, 2000);
+	budget_make(s, c->budget, 3000, 0, 0);
+	sl_lease_store_close(s);
+	s = NULL;
+	spawn(c, 0);
+	wait_joined(c, 1);
+	object_set_ready(c->name, 0);
+	sl_lease_store_opts_init(&o);
+	o.timeout_ms = 2000;
+	lease_url(url, sizeof(url), c->name);
+	ck_assert_int_eq(sl_lease_store_open(url, &o, &s), -EIO);
+	ck_assert_ptr_null(s);
+	object_set_ready(c->name, 1);
+	s = lease_open(c->name, 2000);
+	ck_assert_int_eq(sl_lease_budget_get(s, c->budget, &lim), 0);
+	sl_lease_store_close(s);
+	quit_child(c, 0);
+	ctl_free(c);
+}
+END_TEST
+
 static atomic_int *init_reached;
 
 static void stop_in_init(void)
@@ -1316,6 +1368,7 @@ static Suite *lease_shm_suite(void)
 	tcase_add_test(tc, a_scribbled_mutex_gives_a_documented_error);
 	tcase_add_test(tc, a_truncated_object_gives_eio_never_sigbus);
 	tcase_add_test(tc, an_object_a_dead_creator_left_unready_is_initialised_by_the_next_open);
+	tcase_add_test(tc, a_damaged_header_under_live_holders_is_eio_never_a_new_store);
 	tcase_add_test(tc, an_object_marked_ready_but_truncated_gives_eio_at_once);
 	tcase_add_test(tc, an_initialiser_killed_midway_leaves_an_object_the_next_open_initialises);
 	suite_add_tcase(s, tc);

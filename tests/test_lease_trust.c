@@ -148,6 +148,10 @@ static void child_uses_the_handles(sl_lease_store *s, sl_lease *l)
 		_exit(16);
 	if (sl_lease_run(s) != -ECHILD)
 		_exit(17);
+	/* Neither takes a lock a parent's thread may have held at the fork. */
+	sl_lease_stop(s);
+	if (sl_lease_stats(l, &(struct sl_lease_stats){ 0 }) != 0)
+		_exit(18);
 }
 
 /*
@@ -241,6 +245,82 @@ START_TEST(a_leased_group_cannot_be_destroyed_until_its_lease_is_left)
 	sl_lease_stop(s);
 	pthread_join(th, NULL);
 	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+/* ---- units stocked in threads ---- */
+
+/*
+ * A group that holds nothing but the units a thread keeps stocked for it
+ * (a charge and its uncharge leave them) counted them as usage at join and
+ * was refused by a small budget however often it retried.  A lower max gives
+ * them back without reclaiming anything: the join does that first.
+ */
+START_TEST(units_stocked_in_threads_do_not_keep_a_group_out_of_a_budget)
+{
+	struct sl_lease_participant p[LEASE_MAXP];
+	struct sl_tree_opts to;
+	struct sl_limits lim;
+	struct sl_stats st;
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	sl_tree *t = NULL;
+	sl_group *g;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 10000);
+	budget_make(s, "b", 1, 0, 0);
+	sl_tree_opts_init(&to); /* the default batch: charges stock units */
+	ck_assert_int_eq(sl_tree_create(&to, &t), 0);
+	sl_limits_init(&lim);
+	g = group_new_lim(sl_tree_root(t), "g", &lim);
+	ck_assert_int_eq(sl_charge(g, 5, 0), 0);
+	ck_assert_int_eq(sl_uncharge(g, 5), 0);
+	ck_assert_int_eq(sl_group_stats(g, &st), 0);
+	ck_assert_uint_eq(st.usage, 0);
+	ck_assert_uint_gt(st.stocked, 1);
+
+	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, &l), 0);
+	ck_assert_uint_eq(lease_parts(s, "b", p), 1);
+	ck_assert_uint_le(p[0].share, 1);
+	ck_assert_int_eq(sl_lease_leave(l), 0);
+	sl_lease_store_close(s);
+	sl_tree_destroy(t);
+	lease_unlink(name);
+}
+END_TEST
+
+/* ---- closing a store that a thread still runs ---- */
+
+/* sl_lease_store_close() while sl_lease_run() runs on the store: the run
+ * thread once read the store after it was freed.  Now close stops it and
+ * waits for it to return. */
+START_TEST(closing_a_store_stops_its_run_thread_first)
+{
+	struct sl_limits lim;
+	sl_lease_store *s;
+	sl_lease *l = NULL;
+	pthread_t th;
+	sl_tree *t;
+	sl_group *g;
+	char name[64];
+
+	lease_name(name, sizeof(name));
+	s = lease_open(name, 10000);
+	budget_make(s, "b", 1000, 0, 0);
+	t = tree_new(SL_BATCH_NONE, SL_UNLIMITED);
+	sl_limits_init(&lim);
+	g = group_new_lim(sl_tree_root(t), "g", &lim);
+	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, &l), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, run_thread, s), 0);
+	WAIT_FOR(lease_stats_of(l).renewals > 2, "renewals");
+	sl_lease_store_close(s);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(limits_of(g).max, SL_UNLIMITED);
+	ck_assert_int_eq(sl_group_destroy(g), 0);
 	sl_tree_destroy(t);
 	lease_unlink(name);
 }
@@ -399,6 +479,8 @@ int main(void)
 	tcase_add_test(tc, a_forked_child_never_touches_the_parents_record);
 	tcase_add_test(tc, a_leased_group_cannot_be_destroyed_until_its_lease_is_left);
 	tcase_add_test(tc, an_shm_holder_stopped_past_its_lease_keeps_its_share);
+	tcase_add_test(tc, units_stocked_in_threads_do_not_keep_a_group_out_of_a_budget);
+	tcase_add_test(tc, closing_a_store_stops_its_run_thread_first);
 	suite_add_tcase(s, tc);
 	return lease_main(s);
 }

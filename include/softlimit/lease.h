@@ -165,9 +165,10 @@ SL_API int sl_lease_store_open(const char *url, const struct sl_lease_store_opts
 
 /**
  * sl_lease_store_close() - close @s: every lease still joined on it leaves
- * (as sl_lease_leave()).  No sl_lease_run() may still run on @s (call
- * sl_lease_stop() and join that thread first).  The shm object stays for the
- * other processes.  NULL is ignored.
+ * (as sl_lease_leave()).  A thread still in sl_lease_run(@s) is stopped
+ * first and waited for (it returns 0; join it after); no other call on @s
+ * may run during or after the close.  The shm object stays for the other
+ * processes.  NULL is ignored.
  */
 SL_API void sl_lease_store_close(sl_lease_store *s);
 

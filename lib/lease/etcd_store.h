@@ -35,6 +35,9 @@ struct sl__etcd_store {
 	char prefix[208];
 	char node[64];
 	_Atomic uint64_t ids; /* participant ids made so far (make_id takes no lock) */
+	uint64_t nonce;       /* random, per open: two nodes of one name and pid
+			       * (containers: every process is pid 1) never
+			       * make one id */
 
 	/* The store's incarnation as last read: PREFIX/incarnation's value and
 	 * the cluster id it came with. */

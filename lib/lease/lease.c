@@ -123,6 +123,16 @@ uint64_t sl__lease_counted_others(const struct sl__lease_view *v, const char *id
 	return sum;
 }
 
+/* The group's usage alone, without the units stocked in threads. */
+static uint64_t group_usage(sl_group *g)
+{
+	struct sl_stats st;
+
+	memset(&st, 0, sizeof(st));
+	sl_group_stats(g, &st);
+	return st.usage;
+}
+
 /*
  * Register (join, or rejoin after a deletion or a wipe): claim the group's
  * usage, or its floor if more, from the room no one holds.  The group's max
@@ -147,6 +157,15 @@ int sl__lease_register(struct sl_lease *l, const struct sl__lease_view *v, uint6
 	floor0 = min_u64(v->limits.min / (n + 1), free);
 	sl__lease_group_read(l->g, &c, &l->events_max);
 	want = max_u64(floor0, c);
+	if (want > free && l->applied > free && group_usage(l->g) <= free) {
+		/* What does not fit is units stocked in threads, which a lower
+		 * max gives back without reclaiming anything. */
+		rc = sl__lease_apply(l, free);
+		if (rc)
+			return rc;
+		sl__lease_group_read(l->g, &c, NULL);
+		want = max_u64(floor0, c);
+	}
 	if (want > free)
 		return -EBUSY;
 	/* Lower first: from here no charge takes the group past the larger
@@ -475,17 +494,25 @@ int sl_lease_stats(const sl_lease *l, struct sl_lease_stats *out)
 	sl_lease_store *s;
 	int64_t left;
 
+	bool own;
+
 	if (!l || !out)
 		return -EINVAL;
 	s = l->s;
-	pthread_mutex_lock(&s->stat_lock);
+	/* In a fork()ed child, stat_lock may have been held by a parent's
+	 * thread at the fork; nothing changes the child's copy of the figures,
+	 * so they are read as they are. */
+	own = !sl__lease_inherited(s);
+	if (own)
+		pthread_mutex_lock(&s->stat_lock);
 	*out = l->pub;
 	left = l->pub_expiry_ns - sl__lease_now_ns();
 	if (!l->pub_registered)
 		out->expires_ms = -1;
 	else
 		out->expires_ms = left > 0 ? left / NS_PER_MS : left / NS_PER_MS - 1;
-	pthread_mutex_unlock(&s->stat_lock);
+	if (own)
+		pthread_mutex_unlock(&s->stat_lock);
 	return 0;
 }
 

@@ -319,6 +319,12 @@ void sl_lease_stop(sl_lease_store *s)
 {
 	if (!s)
 		return;
+	if (sl__lease_inherited(s)) {
+		/* No run thread of this handle exists in a fork()ed child, and
+		 * wake_lock may have been held by the parent's at the fork. */
+		atomic_store_explicit(&s->stop, true, memory_order_release);
+		return;
+	}
 	pthread_mutex_lock(&s->wake_lock);
 	/* Release: pairs with the loop's acquire. */
 	atomic_store_explicit(&s->stop, true, memory_order_release);

@@ -206,6 +206,13 @@ void sl_lease_store_close(sl_lease_store *s)
 {
 	if (!s)
 		return;
+	if (!sl__lease_inherited(s)) {
+		/* A run thread still in sl_lease_run() would read the store
+		 * after it is freed: stop it and wait for it to return. */
+		sl_lease_stop(s);
+		while (atomic_load_explicit(&s->running, memory_order_acquire))
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
 	sl__lease_leave_all(s);
 	s->ops->close(s->state);
 	if (sl__lease_inherited(s)) {

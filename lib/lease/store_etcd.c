@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "etcd_http.h"
@@ -102,6 +103,8 @@ static int etcd_open(const char *rest, const struct sl_lease_store_opts *opts, v
 	memcpy(st->prefix, prefix, plen);
 	st->prefix[plen] = '\0';
 	set_node(st, opts ? opts->node : NULL);
+	if (getrandom(&st->nonce, sizeof(st->nonce), 0) != (ssize_t)sizeof(st->nonce))
+		st->nonce = (uint64_t)sl__etcd_wall_ms() ^ ((uint64_t)getpid() << 40);
 	pthread_mutex_init(&st->lock, NULL);
 	*state = st;
 	return 0;
@@ -366,6 +369,15 @@ static int etcd_budget_delete(void *state, const char *name)
 	return rc;
 }
 
+/* Is the key @k (@klen bytes) at or past @start (@slen bytes), as etcd
+ * orders keys (bytewise, a prefix first)? */
+static bool at_or_past(const char *k, size_t klen, const char *start, size_t slen)
+{
+	int c = memcmp(k, start, klen < slen ? klen : slen);
+
+	return c > 0 || (c == 0 && klen >= slen);
+}
+
 /*
  * Budget names, sorted, one range request per name: keys_only, limit 1,
  * each next start past the last name's own keys, so that a fleet's
@@ -407,7 +419,12 @@ static int etcd_budget_list(void *state, char (*names)[SL_LEASE_NAME_MAX], size_
 		json_decref(resp);
 		if (!kv)
 			break;
-		if (!k || klen <= blen || klen >= SL__ETCD_KEY_MAX || memchr(k, '\0', klen)) {
+		/* A key outside the range asked for, or not past where this
+		 * round started, is a bad answer: without the check a gateway
+		 * that answers one key again and again kept the loop (and the
+		 * store's lock, so every lease's renewals) forever. */
+		if (!k || klen <= blen || klen >= SL__ETCD_KEY_MAX || memchr(k, '\0', klen) ||
+		    memcmp(k, base, blen) != 0 || !at_or_past(k, klen, start, slen)) {
 			free(k);
 			rc = -EIO;
 			break;

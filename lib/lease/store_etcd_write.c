@@ -435,9 +435,12 @@ int sl__etcd_make_id(void *state, char id[SL_LEASE_ID_MAX])
 	/* Not st->lock: it is held across I/O, and an id must not wait for
 	 * a store call in flight (store.h). */
 	n = atomic_fetch_add_explicit(&st->ids, 1, memory_order_relaxed) + 1;
-	/* node:pid:n — unique per join in this process, and across processes
-	 * of a node by the pid (node names are the operator's to keep apart). */
-	snprintf(id, SL_LEASE_ID_MAX, "%.60s:%ld:%llu", st->node, (long)getpid(),
-		 (unsigned long long)n);
+	/* node:pid:nonce:n — unique per join in this process, across the
+	 * processes of a node by the pid, and across nodes by the nonce: two
+	 * nodes given one name (or hostnames alike in their first 40 bytes),
+	 * each with its process at pid 1, once shared a record and held the
+	 * budget twice over. */
+	snprintf(id, SL_LEASE_ID_MAX, "%.40s:%ld:%012llx:%llu", st->node, (long)getpid(),
+		 (unsigned long long)(st->nonce & 0xffffffffffffull), (unsigned long long)n);
 	return 0;
 }

@@ -356,6 +356,22 @@ static int map_ready(int fd, struct shm_header **out, size_t *size_out)
 	return 1;
 }
 
+/* Does a process hold its liveness byte on @fd's object?  Then an object
+ * that is not ready is not a creator's unfinished work but a store in use
+ * whose header was damaged: initialising it would wipe the records of
+ * live holders, so it is -EIO (remove it), never re-created under them. */
+static bool in_use(int fd)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = LOCK_BASE;
+	fl.l_len = (off_t)1 << 23; /* every pid: pid_max is at most 2^22 */
+	return fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
 /* Ready @fd's object: map it, or else initialise it, or wait for whoever
  * does, under the init lock (taken by polling, within @deadline). */
 static int ready_object(struct shm_state *st, int fd, int64_t deadline, struct shm_header **out,
@@ -379,7 +395,7 @@ static int ready_object(struct shm_state *st, int fd, int64_t deadline, struct s
 	}
 	rc = map_ready(fd, out, size_out);
 	if (rc == 0)
-		rc = init_object(fd, st->slots, out, size_out);
+		rc = in_use(fd) ? -EIO : init_object(fd, st->slots, out, size_out);
 	else if (rc > 0)
 		rc = 0;
 	fl.l_type = F_UNLCK;
@@ -479,11 +495,19 @@ static void obj_put(struct shm_obj *o)
 {
 	struct shm_obj **pp;
 
-	/* A fork()ed child's copy of its parent's entry: the fd is shared
-	 * with the parent, and the child's own entry of the inode (if any)
-	 * would lose its locks with any close. */
-	if (o->pid != getpid() || --o->refs)
+	if (--o->refs)
 		return;
+	if (o->pid != getpid()) {
+		/* A fork()ed child's copy of its parent's entry (no longer in
+		 * the child's registry): its memory goes, and its fd too
+		 * unless the child has an entry of its own for the inode,
+		 * whose locks any close would drop. */
+		munmap(o->h, o->size);
+		if (!reg_find(o->dev, o->ino))
+			close(o->fd);
+		free(o);
+		return;
+	}
 	for (pp = &reg; *pp && *pp != o; pp = &(*pp)->next)
 		;
 	if (*pp)
