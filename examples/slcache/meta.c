@@ -31,15 +31,23 @@
 struct mg_ctx {
 	struct conn *c;
 	const struct mreq *m;
+	struct store_swr_out swr; /* where the flags leave the item */
+	int64_t touch_at, vivify_at, recache_at; /* T, N, R as expiry times */
 };
 
-/* Under the tenant's lock: format and copy. */
+/*
+ * memcached acts on mg's flags in the client's order: T sets the expiry
+ * where it stands (so a "t" before it shows the old one), N sets a created
+ * item's and wins its token, R compares with the expiry as it is then,
+ * and an O too long stops the answer there, the effects before it kept.
+ */
 static void mg_emit(void *arg, const struct item_view *v)
 {
 	struct mg_ctx *g = arg;
 	struct conn *c = g->c;
 	const struct mreq *m = g->m;
-	size_t i;
+	size_t i, start = c->wend;
+	bool win = false;
 
 	/* q hides only a miss: a hit answers, with or without its value. */
 	if (mf_has(m, 'v'))
@@ -50,10 +58,34 @@ static void mg_emit(void *arg, const struct item_view *v)
 		char f = m->flag[i].s[0];
 
 		switch (f) {
+		case 'T': g->swr.exptime = g->touch_at; break;
+		case 'N':
+			if (v->created) {
+				g->swr.exptime = g->vivify_at;
+				win = true;
+			}
+			break;
+		case 'R':
+			if (!v->won && !v->created && g->swr.exptime != 0 &&
+			    g->swr.exptime < g->recache_at)
+				win = true;
+			break;
+		case 'O':
+			if (!m->opaque_long) {
+				mf_put_echo(c, m, f);
+				break;
+			}
+			/* memcached drops the answer; an mg that reads the
+			 * item under its lock (N, T, R, h, l) leaves it unfetched. */
+			c->wend = start;
+			ob_str(c, MF_OPAQUE_TOO_LONG "\r\n");
+			g->swr.unread = mf_has(m, 'N') || mf_has(m, 'T') || mf_has(m, 'R') ||
+					mf_has(m, 'h') || mf_has(m, 'l');
+			return;
 		case 'c': mf_put_num(c, 'c', (int64_t)v->cas); break;
 		case 'f': mf_put_num(c, 'f', v->flags); break;
 		case 's': mf_put_num(c, 's', (int64_t)v->vlen); break;
-		case 't': mf_put_num(c, 't', mf_ttl(v->exptime)); break;
+		case 't': mf_put_num(c, 't', store_ttl(g->swr.exptime)); break;
 		case 'h': mf_put_num(c, 'h', v->fetched); break;
 		case 'l': mf_put_num(c, 'l', store_now() - v->atime); break;
 		case 'k': mf_put_key(c, m->key, m->keylen, v->binkey); break;
@@ -61,13 +93,18 @@ static void mg_emit(void *arg, const struct item_view *v)
 		}
 	}
 	/* Stale-while-revalidate, after the flags as memcached: Z (another
-	 * client is refreshing it), X (stale), W (you refresh it). */
+	 * client is refreshing it), X (stale), W (you refresh it: the first
+	 * reader of a stale item, or the one R or N chose). */
 	if (v->won)
 		ob_put(c, " Z", 2);
-	if (v->stale)
+	if (v->stale) {
 		ob_put(c, " X", 2);
-	if (v->win)
+		win |= !v->won;
+	}
+	if (win) {
 		ob_put(c, " W", 2);
+		g->swr.take_token = true;
+	}
 	ob_put(c, "\r\n", 2);
 	if (mf_has(m, 'v') && ob_reserve(c, v->vlen + 2)) {
 		memcpy(c->wbuf + c->wend, v->value, v->vlen);
@@ -76,39 +113,71 @@ static void mg_emit(void *arg, const struct item_view *v)
 	}
 }
 
+/* A miss with N: where the flags, in their order, leave the item mg
+ * creates (memcached creates it with no expiry; an O too long stops the
+ * walk), and whether it holds its win token. */
+static void mg_vivify(const struct mreq *m, const struct mg_ctx *g, struct store_read *how)
+{
+	size_t i;
+
+	how->vivify_at = 0;
+	for (i = 0; i < m->nflags; i++) {
+		char f = m->flag[i].s[0];
+
+		if (f == 'O' && m->opaque_long)
+			break;
+		if (f == 'T') {
+			how->vivify_at = g->touch_at;
+		} else if (f == 'N') {
+			how->vivify_at = g->vivify_at;
+			how->vivify_token = true;
+		}
+	}
+}
+
 void meta_get(struct conn *c, struct tok *tk, size_t nt)
 {
 	struct mreq m;
-	struct mg_ctx g = { c, &m };
-	struct store_read how = { 0 };
+	struct mg_ctx g = { .c = c, .m = &m };
+	struct store_read how = { .swr = &g.swr };
+	int64_t t = 0;
 	const char *err;
 
 	BUMP(c, meta_cmds);
 	if (!mf_line_ok(c, tk, nt, "CLIENT_ERROR options flags are too long\r\n"))
 		return;
 	err = mf_parse(&m, tk, nt, 2);
-	if (err) {
+	if (err && !m.opaque_long) {
 		ob_printf(c, "%s\r\n", err);
 		return;
 	}
-	how.vivify = mf_i32(&m, 'N', &how.vivify_exptime) && mf_has(&m, 'N');
-	how.recache = mf_i32(&m, 'R', &how.recache_time) && mf_has(&m, 'R');
-	if (mf_has(&m, 'T')) {
-		(void)mf_i32(&m, 'T', &how.exptime);
-		how.touch = true;
+	(void)mf_i32(&m, 'T', &t);
+	g.touch_at = store_realtime(t);
+	t = 0;
+	(void)mf_i32(&m, 'N', &t);
+	g.vivify_at = store_realtime(t);
+	t = 0;
+	(void)mf_i32(&m, 'R', &t);
+	g.recache_at = store_realtime(t);
+	how.noupdate = mf_has(&m, 'u');
+	how.vivify = mf_has(&m, 'N');
+	if (how.vivify)
+		mg_vivify(&m, &g, &how);
+	if (mf_has(&m, 'T'))
 		BUMP(c, cmd_touch);
-	}
 	BUMP(c, cmd_get);
 	if (store_get(m.key, m.keylen, &how, mg_emit, &g) == ST_OK) {
 		BUMP(c, get_hits);
-		if (how.touch)
+		if (mf_has(&m, 'T'))
 			BUMP(c, touch_hits);
 		return;
 	}
 	BUMP(c, get_misses);
-	if (how.touch)
+	if (mf_has(&m, 'T'))
 		BUMP(c, touch_misses);
-	if (!m.q) {
+	if (err) /* memcached reads the opaque as it writes the answer */
+		ob_printf(c, "%s\r\n", err);
+	else if (!m.q) {
 		ob_str(c, "EN");
 		mf_put_echoes(c, &m);
 	}
@@ -270,8 +339,15 @@ static bool bad_flags(struct conn *c, const char *err)
 }
 
 
+static void peek_emit(void *arg, const struct item_view *v)
+{
+	(void)arg;
+	(void)v;
+}
+
 void meta_delete(struct conn *c, struct tok *tk, size_t nt)
 {
+	struct store_read peek = { .nostats = true };
 	struct mreq m;
 	uint64_t cas = 0;
 	int64_t ttl = 0;
@@ -283,7 +359,10 @@ void meta_delete(struct conn *c, struct tok *tk, size_t nt)
 	if (bad_flags(c, mf_parse(&m, tk, nt, 2)))
 		return;
 	(void)(mf_u64(&m, 'C', &cas) && mf_i32(&m, 'T', &ttl));
-	if (mf_has(&m, 'I')) /* invalidate: stale, for one client to refresh */
+	if (mf_has(&m, 'C') && cas == 0) /* memcached compares a C0 too: no item has it */
+		r = store_get(m.key, m.keylen, &peek, peek_emit, NULL) == ST_OK ? ST_EXISTS
+									   : ST_NOT_FOUND;
+	else if (mf_has(&m, 'I')) /* invalidate: stale, for one client to refresh */
 		r = store_invalidate(m.key, m.keylen, cas, mf_has(&m, 'T'), ttl);
 	else
 		r = store_delete(m.key, m.keylen, cas);
@@ -309,6 +388,7 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 	struct store_arith a = { .incr = true, .delta = 1 };
 	struct store_arith_out out;
 	const struct tok *mode;
+	const char *err;
 	int64_t touch = 0;
 	char num[24];
 	size_t i, n;
@@ -316,7 +396,8 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 	BUMP(c, meta_cmds);
 	if (!mf_line_ok(c, tk, nt, "CLIENT_ERROR options flags too long\r\n"))
 		return;
-	if (bad_flags(c, mf_parse(&m, tk, nt, 2)))
+	err = mf_parse(&m, tk, nt, 2);
+	if (!m.opaque_long && bad_flags(c, err))
 		return;
 	(void)(mf_u64(&m, 'C', &a.cas) && mf_u64(&m, 'D', &a.delta) &&
 	       mf_u64(&m, 'J', &a.initial) && mf_i32(&m, 'N', &a.exptime) &&
@@ -344,10 +425,14 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 			BUMP(c, incr_misses);
 		else
 			BUMP(c, decr_misses);
+		if (m.opaque_long) /* memcached reads it as it writes the answer */
+			break;
 		ob_str(c, "NF");
 		mf_put_echoes(c, &m);
 		return;
 	case ST_EXISTS:
+		if (m.opaque_long)
+			break;
 		ob_str(c, "EX");
 		mf_put_echoes(c, &m);
 		return;
@@ -359,9 +444,13 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 		ob_str(c, "SERVER_ERROR out of memory\r\n");
 		return;
 	}
-	if (mf_has(&m, 'T')) {
+	if (mf_has(&m, 'T') && !m.opaque_long) {
 		store_touch(m.key, m.keylen, touch);
 		out.exptime = store_realtime(touch);
+	}
+	if (m.opaque_long) {
+		ob_str(c, MF_OPAQUE_TOO_LONG "\r\n");
+		return;
 	}
 	if (m.q && !out.created) /* q hides a plain success, not a vivified item */
 		return;
@@ -374,7 +463,7 @@ void meta_arith(struct conn *c, struct tok *tk, size_t nt)
 		char f = m.flag[i].s[0];
 
 		if (f == 't')
-			mf_put_num(c, 't', mf_ttl(out.exptime));
+			mf_put_num(c, 't', store_ttl(out.exptime));
 		else if (f == 'c')
 			mf_put_num(c, 'c', (int64_t)out.cas);
 		else

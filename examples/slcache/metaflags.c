@@ -132,7 +132,7 @@ const char *mf_parse(struct mreq *m, struct tok *tk, size_t nt, size_t first)
 	memset(m, 0, offsetof(struct mreq, keybuf));
 	m->nflags = 0;
 	m->seen = 0;
-	m->q = m->b = false;
+	m->q = m->b = m->opaque_long = false;
 	m->opaque.s = NULL;
 	m->opaque.n = 0;
 	m->key = tk[1].s;
@@ -146,7 +146,9 @@ const char *mf_parse(struct mreq *m, struct tok *tk, size_t nt, size_t first)
 		uint64_t u64;
 		uint32_t u32;
 
-		if (bit >= 0 && (m->seen >> bit & 1))
+		/* memcached keeps a "seen" byte for the characters below 127
+		 * only, and takes any other byte for a repeat. */
+		if ((unsigned char)f >= 0x7f || (bit >= 0 && (m->seen >> bit & 1)))
 			return "CLIENT_ERROR duplicate flag";
 		if (bit < 0 || !strchr("bNTRlOPLkstcfvhuqFCMJDI", f))
 			return "CLIENT_ERROR invalid flag";
@@ -190,7 +192,8 @@ const char *mf_parse(struct mreq *m, struct tok *tk, size_t nt, size_t first)
 	}
 	if (bad)
 		return err;
-	if (m->opaque.n > OPAQUE_MAX) /* the "O" counts, as in memcached */
+	m->opaque_long = m->opaque.n > OPAQUE_MAX; /* the "O" counts, as in memcached */
+	if (m->opaque_long)
 		return MF_OPAQUE_TOO_LONG;
 	return NULL;
 }
@@ -279,11 +282,6 @@ void mf_put_echo(struct conn *c, const struct mreq *m, char f)
 void mf_put_num(struct conn *c, char f, int64_t v)
 {
 	ob_printf(c, " %c%" PRId64, f, v);
-}
-
-int64_t mf_ttl(int64_t exptime)
-{
-	return exptime == 0 ? -1 : exptime - store_now();
 }
 
 void mf_put_echoes(struct conn *c, const struct mreq *m)

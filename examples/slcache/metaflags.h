@@ -24,6 +24,7 @@ struct mreq {
 	uint64_t seen;            /* bit ('a'..'z', 'A'..'Z'): given        */
 	bool q, b;
 	struct tok opaque;
+	bool opaque_long;         /* too long: mg and ma answer so after acting */
 };
 
 #define MF_OPAQUE_TOO_LONG "CLIENT_ERROR opaque token too long"
@@ -52,9 +53,6 @@ void mf_put_key(struct conn *c, const char *key, size_t keylen, bool binary);
 void mf_put_echo(struct conn *c, const struct mreq *m, char f);
 void mf_put_num(struct conn *c, char f, int64_t v);
 void mf_put_echoes(struct conn *c, const struct mreq *m);
-
-/** The t flag: seconds left, -1 for an item that never expires. */
-int64_t mf_ttl(int64_t exptime);
 
 /* Base64 keys (b), as memcached's coder: the length written to @out. */
 size_t mf_b64_decode(const char *in, size_t n, char *out);

@@ -818,12 +818,16 @@ static bool process_line(struct conn *c, char *line, size_t len)
 	if (starts(line, len, "gat") || starts(line, len, "gats"))
 		return cmd_get(c, line, len, line[3] == 's', true);
 	nt = tokenize(line, len, tk, MAX_TOKENS);
-	if (nt == 0 || nt == MAX_TOKENS || tk[0].n < 2) {
+	if (nt == 0 || tk[0].n < 2) {
 		ob_str(c, "ERROR\r\n");
 		return true;
 	}
+	/* A meta command answers its own "too long" for a line of too many
+	 * tokens (memcached's tokenizer stops at 24; the flags' limit is 20). */
 	if (tk[0].n == 2 && tk[0].s[0] == 'm')
 		dispatch_meta(c, tk, nt);
+	else if (nt == MAX_TOKENS)
+		ob_str(c, "ERROR\r\n");
 	else if (tok_is(&tk[0], "set"))
 		cmd_update(c, tk, nt, SM_SET);
 	else if (tok_is(&tk[0], "add"))

@@ -63,6 +63,16 @@ int64_t store_realtime(int64_t exptime)
 	return now + exptime;
 }
 
+int64_t store_ttl(int64_t exptime)
+{
+	/* memcached keeps an expiry as seconds since its start (1: expired
+	 * at the start) and prints what is left as an unsigned 32-bit
+	 * number: an item that has expired shows a huge one, not a negative. */
+	if (exptime == 0)
+		return -1;
+	return (uint32_t)((exptime == 1 ? started_at + 1 : exptime) - store_now());
+}
+
 /* Called by the cache under a tenant's lock. */
 static bool item_live(void *ctx, const struct lru_meta *m)
 {
@@ -121,18 +131,24 @@ static void read_item(void *arg, struct lru_meta *m, const void *value, size_t v
 		m->exptime = (uint32_t)store_realtime(how->exptime);
 		v.exptime = m->exptime;
 	}
-	/* One reader wins the right to refresh: of a stale item, or with R,
-	 * of one about to expire; the others see Z until it is replaced. */
-	if (!v.won && (v.stale || (how && how->recache && m->exptime != 0 &&
-				   m->exptime < store_realtime(how->recache_time)))) {
-		v.win = true;
-		m->bits |= META_WON;
+	if (how && how->swr) {
+		how->swr->exptime = m->exptime;
+		how->swr->take_token = how->swr->unread = false;
 	}
-	if (!how || !how->nostats) {
+	r->emit(r->arg, &v);
+	/* One mg reader wins the right to refresh (of a stale item, or with
+	 * R of one about to expire); the others see Z until it is replaced. */
+	if (how && how->swr) {
+		m->exptime = (uint32_t)how->swr->exptime;
+		if (how->swr->take_token)
+			m->bits |= META_WON;
+		if (how->swr->unread)
+			return;
+	}
+	if (!how || (!how->nostats && !how->noupdate)) {
 		m->bits |= META_FETCHED;
 		m->atime = (uint32_t)store_now();
 	}
-	r->emit(r->arg, &v);
 }
 
 enum store_result store_get(const char *key, size_t keylen, const struct store_read *how,
@@ -145,23 +161,27 @@ enum store_result store_get(const char *key, size_t keylen, const struct store_r
 
 	for (tries = 0; tries < RMW_TRIES; tries++) {
 		struct lru_meta m;
-		struct item_view v = { .value = "", .win = true };
+		struct item_view v = { .value = "", .created = true };
 		int err;
 
 		if (lru_visit(t, key, keylen, flags, read_item, &r) == 0)
 			return ST_OK;
 		if (!how || !how->vivify)
 			return ST_NOT_FOUND;
-		/* mg N: the first to miss creates an empty item and refreshes it. */
-		m = new_meta(0, how->touch ? how->exptime : how->vivify_exptime, 0);
-		m.bits = META_WON;
+		/* mg N: the first to miss creates an empty item and refreshes it
+		 * (memcached creates it with no expiry; the emit shows how the
+		 * flags, in their order, leave it, which the caller computed). */
+		m = new_meta(0, 0, 0);
+		m.exptime = (uint32_t)how->vivify_at;
+		m.bits = (how->vivify_token ? META_WON : 0) | (how->noupdate ? 0 : META_FETCHED);
 		err = lru_store(t, key, keylen, "", 0, &m, LRU_IF_ABSENT, &v.cas);
 		if (err == -EEXIST)
 			continue; /* another client's got there first: read it */
 		if (err)
 			return ST_NOMEM;
-		v.exptime = m.exptime;
 		v.atime = m.atime;
+		if (how->swr)
+			how->swr->exptime = 0;
 		emit(arg, &v);
 		return ST_OK;
 	}
@@ -487,6 +507,12 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 		if ((size_t)len < old.vlen && old.vlen < sizeof(buf)) {
 			memset(buf + len, ' ', old.vlen - (size_t)len);
 			len = (int)old.vlen;
+		}
+		/* A number that grew is a new item in memcached: unfetched, not
+		 * stale, its token and its key's base64 mark gone. */
+		if ((size_t)len > old.vlen) {
+			old.meta.bits = 0;
+			old.meta.atime = (uint32_t)store_now();
 		}
 		old.meta.stored = (uint32_t)store_now();
 		err = lru_store(t, key, keylen, buf, (size_t)len, &old.meta, LRU_IF_CAS, &out->cas);

@@ -46,6 +46,16 @@ struct item_view {
 	bool won;          /* its win token was handed out before (mg Z)     */
 	bool win;          /* this read hands out the win token (mg W)       */
 	bool binkey;       /* stored by ms b: shown in base64 (mg k, me)    */
+	bool created;      /* mg N: this read created it                     */
+};
+
+/* What an mg's emit decided, applied to the item once it returns (still
+ * under the lock): memcached acts on mg's flags in the client's order, so
+ * meta.c walks them and says where the expiry and the win token end up. */
+struct store_swr_out {
+	int64_t exptime;   /* absolute, 0 = never                            */
+	bool take_token;   /* hand the win token out: later readers see Z     */
+	bool unread;       /* the answer failed: the read leaves it unfetched */
 };
 
 /* Receives a hit, under the tenant's lock: copy, do not block. */
@@ -57,15 +67,21 @@ typedef void (*store_emit_fn)(void *arg, const struct item_view *v);
  * (mg R, N): with @recache, an item that expires before @recache_time (an
  * exptime) hands out the win token, once; with @vivify, a miss creates an
  * empty item expiring at @vivify_exptime and hands its token to this read.
- * A stale item hands out its token too. */
+ * A stale item hands out its token too.  With @swr (mg) the emit decides
+ * the expiry and the token instead (struct store_swr_out); @vivify then
+ * creates the item with expiry @vivify_at (absolute, 0 = never), holding
+ * its token when @vivify_token.  A classic get, or me, leaves the token
+ * alone.  @noupdate (mg u): the read leaves the item unfetched, its last
+ * access as it was. */
 struct store_read {
+	struct store_swr_out *swr;
 	bool touch;
 	int64_t exptime;
 	bool nostats;
-	bool recache;
-	int64_t recache_time;
+	bool noupdate;
 	bool vivify;
-	int64_t vivify_exptime;
+	int64_t vivify_at;
+	bool vivify_token;
 };
 
 int store_start(size_t item_max);
@@ -115,6 +131,10 @@ enum store_result store_arith(const char *key, size_t keylen, const struct store
 			      struct store_arith_out *out);
 
 enum store_result store_touch(const char *key, size_t keylen, int64_t exptime);
+
+/** What the t return flag shows for an item of @exptime: -1 (never), or the
+ * seconds left as memcached's unsigned 32 bits (an expired item's wrap). */
+int64_t store_ttl(int64_t exptime);
 
 /** flush_all: @when as an exptime (0 or past: now; else relative or absolute). */
 void store_flush(int64_t when);
