@@ -99,6 +99,9 @@ struct conn {
 	bool lease_wait;
 	bool parked;        /* net.c's count of it (struct worker's nparked)    */
 	int64_t lease_since; /* when the write began to wait; 0, it does not   */
+	/* The tenant of the first key the connection used (store_bind()):
+	 * its flush_all flushes that tenant only.  NULL: no key yet. */
+	struct lru_tenant *tenant;
 	struct pending p;
 };
 

@@ -70,7 +70,7 @@ static void usage(FILE *f)
 		"               [--max-tenants N] [--headroom PERCENT] [--metrics-port PORT]\n"
 		"               [--conn-memory SIZE] [--stall-timeout SECONDS]\n"
 		"               [--lease-store URL [--lease-period MS] [--lease-ttl MS]\n"
-		"               [--lease-idle MS] [--lease-wait MS]] [-v]\n"
+		"               [--lease-idle MS] [--lease-wait MS]] [-F] [-v]\n"
 		"  -l ADDR          address to listen on (default 127.0.0.1)\n"
 		"  -p PORT          TCP port (default 11211)\n"
 		"  -m MEGABYTES     the whole server's memory budget, the root's max (default 64)\n"
@@ -101,6 +101,8 @@ static void usage(FILE *f)
 		"  --lease-idle MS  a tenant gives back memory unread this long (30000)\n"
 		"  --lease-wait MS  a new leased tenant's writes wait this long for its share,\n"
 		"                   then fail naming the store (5000)\n"
+		"  -F, --disable-flush-all  flush_all answers an error (as memcached's -F); else\n"
+		"                   a connection that has used a key flushes its tenant only\n"
 		"  -v               log connections and errors to stderr\n");
 }
 
@@ -230,6 +232,9 @@ void options_parse(int argc, char **argv)
 			takes = false;
 		} else if (strcmp(a, "--no-arenas") == 0) {
 			opt.arenas = false;
+			takes = false;
+		} else if (strcmp(a, "-F") == 0 || strcmp(a, "--disable-flush-all") == 0) {
+			opt.flush_disabled = true;
 			takes = false;
 		}
 		if (!takes)

@@ -61,6 +61,7 @@ struct options {
 	unsigned lease_ttl_ms;    /* --lease-ttl                               */
 	unsigned lease_idle_ms;   /* --lease-idle                              */
 	unsigned lease_wait_ms;   /* --lease-wait: a starting lease's writes wait */
+	bool flush_disabled;      /* -F: flush_all answers an error, as memcached's */
 	_Atomic int verbose;
 	struct tenant_opt tenants[TENANTS_MAX];
 	unsigned nr_tenants;

@@ -39,6 +39,13 @@
 static size_t item_max;
 static int64_t started_at;
 static _Atomic int64_t flush_at; /* a delayed flush_all's deadline, 0 = none */
+/* Tenants with a delayed flush_all of their own pending: while none, no
+ * key looks its tenant's deadline up. */
+static _Atomic unsigned tenant_flushes;
+/* The connection this worker thread serves: its tenant, which the first key
+ * it uses sets (store_bind()).  Thread-local so that every command reaches
+ * it without the storage calls taking the connection. */
+static _Thread_local struct lru_tenant **bound;
 
 int64_t store_now(void)
 {
@@ -71,6 +78,40 @@ int64_t store_ttl(int64_t exptime)
 	if (exptime == 0)
 		return -1;
 	return (uint32_t)((exptime == 1 ? started_at + 1 : exptime) - store_now());
+}
+
+/* A tenant's delayed flush_all, done by the first command to reach the
+ * tenant once its time has come (before that command reads or stores). */
+static void tenant_flush_due(struct lru_tenant *t)
+{
+	_Atomic int64_t *at = tenant_flush_at(t);
+	int64_t due = atomic_load_explicit(at, memory_order_relaxed);
+
+	if (due == 0 || store_now() < due)
+		return;
+	if (atomic_compare_exchange_strong_explicit(at, &due, 0, memory_order_relaxed,
+						    memory_order_relaxed)) {
+		atomic_fetch_sub_explicit(&tenant_flushes, 1, memory_order_relaxed);
+		lru_tenant_clear(t);
+	}
+}
+
+/* The tenant of @key; the served connection is bound to it if it was not
+ * yet bound. */
+static struct lru_tenant *tenant_of(const char *key, size_t keylen)
+{
+	struct lru_tenant *t = tenant_for_key(key, keylen);
+
+	if (bound && !*bound)
+		*bound = t;
+	if (atomic_load_explicit(&tenant_flushes, memory_order_relaxed))
+		tenant_flush_due(t);
+	return t;
+}
+
+void store_bind(struct lru_tenant **tenant)
+{
+	bound = tenant;
 }
 
 /* Called by the cache under a tenant's lock. */
@@ -155,7 +196,7 @@ enum store_result store_get(const char *key, size_t keylen, const struct store_r
 			    store_emit_fn emit, void *arg)
 {
 	struct read_ctx r = { how, emit, arg };
-	struct lru_tenant *t = tenant_for_key(key, keylen);
+	struct lru_tenant *t = tenant_of(key, keylen);
 	unsigned flags = how && how->nostats ? LRU_VISIT_NOSTATS : 0;
 	unsigned tries;
 
@@ -318,7 +359,7 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 			       uint32_t flags, int64_t exptime, const void *data, size_t vlen,
 			       uint64_t cas, uint64_t *cas_out, bool binkey)
 {
-	struct lru_tenant *t = tenant_for_key(key, keylen);
+	struct lru_tenant *t = tenant_of(key, keylen);
 	struct lru_meta m = new_meta(flags, exptime, cas);
 	enum lru_cond cond = LRU_ALWAYS;
 	int err;
@@ -358,7 +399,7 @@ enum store_result store_update(enum store_mode mode, const char *key, size_t key
 
 enum store_result store_delete(const char *key, size_t keylen, uint64_t cas)
 {
-	switch (lru_delete_cas(tenant_for_key(key, keylen), key, keylen, cas)) {
+	switch (lru_delete_cas(tenant_of(key, keylen), key, keylen, cas)) {
 	case 0:
 		return ST_DELETED;
 	case -EEXIST:
@@ -371,7 +412,7 @@ enum store_result store_delete(const char *key, size_t keylen, uint64_t cas)
 enum store_result store_invalidate(const char *key, size_t keylen, uint64_t cas, bool ttl,
 				   int64_t exptime)
 {
-	struct lru_tenant *t = tenant_for_key(key, keylen);
+	struct lru_tenant *t = tenant_of(key, keylen);
 	unsigned tries;
 
 	for (tries = 0; tries < RMW_TRIES; tries++) {
@@ -409,7 +450,7 @@ enum store_result store_touch(const char *key, size_t keylen, int64_t exptime)
 {
 	int64_t when = store_realtime(exptime);
 
-	return lru_visit(tenant_for_key(key, keylen), key, keylen, LRU_VISIT_NOSTATS, touch_item,
+	return lru_visit(tenant_of(key, keylen), key, keylen, LRU_VISIT_NOSTATS, touch_item,
 			 &when) == 0
 		       ? ST_TOUCHED
 		       : ST_NOT_FOUND;
@@ -460,7 +501,7 @@ bool store_num_u64(const char *s, size_t n, uint64_t *out)
 enum store_result store_arith(const char *key, size_t keylen, const struct store_arith *a,
 			      struct store_arith_out *out)
 {
-	struct lru_tenant *t = tenant_for_key(key, keylen);
+	struct lru_tenant *t = tenant_of(key, keylen);
 	unsigned tries;
 
 	for (tries = 0; tries < RMW_TRIES; tries++) {
@@ -532,6 +573,26 @@ static void clear_tenant(struct lru_tenant *t, void *arg)
 {
 	(void)arg;
 	lru_tenant_clear(t);
+}
+
+void store_flush_tenant(struct lru_tenant *t, int64_t when)
+{
+	_Atomic int64_t *slot = tenant_flush_at(t);
+	int64_t at = when > 0 ? store_realtime(when) : 0;
+
+	/* The times as store_flush() reads them, for this tenant only. */
+	if (when > REALTIME_MAXDELTA && when <= started_at)
+		return;
+	if (at <= store_now())
+		at = 0;
+	if (atomic_exchange_explicit(slot, at, memory_order_relaxed) == 0) {
+		if (at)
+			atomic_fetch_add_explicit(&tenant_flushes, 1, memory_order_relaxed);
+	} else if (!at) {
+		atomic_fetch_sub_explicit(&tenant_flushes, 1, memory_order_relaxed);
+	}
+	if (!at)
+		lru_tenant_clear(t);
 }
 
 void store_flush(int64_t when)

@@ -139,6 +139,16 @@ int64_t store_ttl(int64_t exptime);
 /** flush_all: @when as an exptime (0 or past: now; else relative or absolute). */
 void store_flush(int64_t when);
 
+struct lru_tenant;
+/** flush_all on a connection bound to tenant @t: that tenant's items only,
+ * now or (a later @when) by the first command to reach it after then. */
+void store_flush_tenant(struct lru_tenant *t, int64_t when);
+
+/** The connection the calling thread serves from now on: *@tenant is set to
+ * the tenant of the first key a storage call is given, if still NULL
+ * (protocol.c: flush_all stays within it).  NULL: none. */
+void store_bind(struct lru_tenant **tenant);
+
 /** The size memcached gives the item (its 48-byte header, the cas, the key
  * and a NUL, the client flags when not 0, the value and its "\r\n"):
  * what -I limits, and what "me" shows. */

@@ -69,6 +69,7 @@ static struct {
 	struct lru_tenant **tenants;       /* opt.max_tenants of them          */
 	_Atomic unsigned nr_tenants;
 	_Atomic(struct lru_tenant *) *slots; /* open addressing by name        */
+	_Atomic int64_t *flush_at;         /* a tenant's delayed flush_all, by slot */
 	size_t nslots;
 	struct lru_tenant *dflt;
 	pthread_t maintainer;
@@ -337,6 +338,15 @@ struct lru_tenant *tenant_for_key(const char *key, size_t keylen)
 	return t;
 }
 
+_Atomic int64_t *tenant_flush_at(struct lru_tenant *t)
+{
+	const char *name = lru_tenant_name(t);
+	size_t slot;
+
+	slot_lookup(name, strlen(name), &slot);
+	return &tn.flush_at[slot];
+}
+
 void tenants_each(void (*fn)(struct lru_tenant *t, void *arg), void *arg)
 {
 	/* Acquire: pairs with tenant_create()'s release of the count. */
@@ -419,7 +429,8 @@ int tenants_start(bool (*live)(void *ctx, const struct lru_meta *m))
 		;
 	tn.tenants = calloc(opt.max_tenants, sizeof(*tn.tenants));
 	tn.slots = calloc(tn.nslots, sizeof(*tn.slots));
-	if (!tn.tenants || !tn.slots) {
+	tn.flush_at = calloc(tn.nslots, sizeof(*tn.flush_at));
+	if (!tn.tenants || !tn.slots || !tn.flush_at) {
 		tenants_stop();
 		return -ENOMEM;
 	}
@@ -465,8 +476,10 @@ void tenants_stop(void)
 	tn.cache = NULL;
 	free(tn.tenants);
 	free(tn.slots);
+	free(tn.flush_at);
 	tn.tenants = NULL;
 	tn.slots = NULL;
+	tn.flush_at = NULL;
 }
 
 const char *tenants_backend(void)

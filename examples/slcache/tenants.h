@@ -7,6 +7,7 @@
 #ifndef SLCACHE_TENANTS_H
 #define SLCACHE_TENANTS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "lease.h"
@@ -38,6 +39,10 @@ void tenants_stop(void);
 /** The tenant of @key: created on first use; "default" when the prefix is
  * not a valid name or --max-tenants are taken.  Never NULL once started. */
 struct lru_tenant *tenant_for_key(const char *key, size_t keylen);
+
+/** Where @t's delayed flush_all keeps its deadline (unix time; 0, none):
+ * storage.c's, for flush_all on a connection bound to @t. */
+_Atomic int64_t *tenant_flush_at(struct lru_tenant *t);
 
 /** Calls @fn for every tenant, oldest first. */
 void tenants_each(void (*fn)(struct lru_tenant *t, void *arg), void *arg);
