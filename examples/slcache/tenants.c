@@ -15,7 +15,9 @@
  *    arena's own metadata (about 100 KiB) is no item's: the tenant's group
  *    is charged ARENA_OVERHEAD for it when the tenant is created, so that
  *    key prefixes cannot grow the process outside -m (issue 27).  With
- *    --lease-store the charge goes to the root instead (overhead_group()).
+ *    --no-arenas a tenant's own structures (its LRU, its group) are charged
+ *    likewise, TENANT_OVERHEAD.  With --lease-store the charge goes to the
+ *    root instead (overhead_group()).
  *  - Reclaim: when a charge would pass a max, softlimit picks the tenants
  *    that give memory back, by the policy and their soft limits, and calls
  *    their reclaim: lru_tenant_evict() (through the arena's evict with the
@@ -58,6 +60,10 @@ enum backend { BE_SHARED, BE_MALLOC, BE_JEMALLOC };
  * metadata and extent structures), measured: RSS grows by about 100 KiB
  * per tenant holding one 1-byte item. */
 #define ARENA_OVERHEAD (100u << 10)
+/* What a tenant costs without an arena (its lru_cache tenant and hash
+ * table, its group, its slot), measured: RSS grows by about 1.5 KiB per
+ * tenant holding nothing (tests/slcache_isolation.py); rounded up. */
+#define TENANT_OVERHEAD (2u << 10)
 
 static struct {
 	struct lru_cache *cache;
@@ -227,6 +233,13 @@ static struct lru_tenant *slot_lookup(const char *name, size_t len, size_t *slot
 	return t;
 }
 
+/* What a tenant is charged for its own memory when created: none in a
+ * shared LRU (no tree). */
+static uint64_t tenant_overhead(void)
+{
+	return tn.be == BE_JEMALLOC ? ARENA_OVERHEAD : tn.be == BE_MALLOC ? TENANT_OVERHEAD : 0;
+}
+
 /* Where a tenant's arena overhead is charged: its group, so that its max
  * counts its arena too; but with --lease-store the root, since a group that
  * joins a budget must be emptied to join deferred (and a share of a budget
@@ -252,9 +265,9 @@ static int tenant_create(const char *name, size_t len, const struct sl_limits *l
 	err = lru_tenant_create(tn.cache, NULL, buf, lim, &t);
 	if (err)
 		return err;
-	if (tn.be == BE_JEMALLOC) {
+	if (tenant_overhead()) {
 		/* May reclaim: tn.lock is no tenant's lock, and no reclaim takes it. */
-		err = sl_charge(overhead_group(t), ARENA_OVERHEAD, 0);
+		err = sl_charge(overhead_group(t), tenant_overhead(), 0);
 		if (err) {
 			lru_tenant_destroy(t);
 			return err;
@@ -302,14 +315,15 @@ static int tenant_declare(const char *name, const struct sl_limits *lim)
 	return err;
 }
 
-/* How many tenants key prefixes may make: --max-tenants, and with arenas
- * no more than a quarter of -m in arena overhead, so that prefixes cannot
- * crowd the items out of the cache (later ones share "default"). */
+/* How many tenants key prefixes may make: --max-tenants, and no more than
+ * a quarter of -m in their overhead (an arena's, or a tenant's own without
+ * arenas), so that prefixes cannot crowd the items out of the cache (later
+ * ones share "default"). */
 static unsigned tenants_cap(void)
 {
-	uint64_t by_budget = opt.max_bytes / 4 / ARENA_OVERHEAD;
+	uint64_t by_budget = tenant_overhead() ? opt.max_bytes / 4 / tenant_overhead() : UINT64_MAX;
 
-	if (tn.be != BE_JEMALLOC || by_budget >= opt.max_tenants)
+	if (by_budget >= opt.max_tenants)
 		return opt.max_tenants;
 	return by_budget > opt.nr_tenants + 1 ? (unsigned)by_budget : opt.nr_tenants + 1;
 }
@@ -364,8 +378,8 @@ static void overhead_release(void)
 {
 	unsigned i, n = atomic_load_explicit(&tn.nr_tenants, memory_order_acquire);
 
-	for (i = 0; tn.be == BE_JEMALLOC && i < n; i++)
-		sl_uncharge(overhead_group(tn.tenants[i]), ARENA_OVERHEAD);
+	for (i = 0; tenant_overhead() && i < n; i++)
+		sl_uncharge(overhead_group(tn.tenants[i]), tenant_overhead());
 }
 
 static int cache_create(enum backend be)
