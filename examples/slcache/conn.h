@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "connmem.h"
 #include "storage.h"
 
 /* Per-worker counters: written by their worker only, read by stats. */
@@ -79,6 +80,12 @@ struct conn {
 	size_t rcap, rstart, rend;
 	char *wbuf;
 	size_t wcap, wstart, wend;
+	struct cm_hold rhold, whold; /* what the buffers hold of the pool, by tenant */
+	/* The key being answered: its tenant is charged for the output buffer
+	 * (NULL: the anonymous owner).  Valid during the event only. */
+	const char *ans_key;
+	size_t ans_keylen;
+	bool ob_short;    /* an answer found no room: it is taken back (protocol.c) */
 	enum cstate state;
 	uint64_t swallow;
 	const char *swallow_reply; /* sent once the swallow ends (memcached holds it) */
@@ -117,10 +124,11 @@ void conn_wbuf_borrow(struct conn *c);
  * flight moves to buffers of the connection's own.  False when the pool
  * has no room for it. */
 bool conn_settle(struct conn *c, bool keep);
-void conn_buf_free(char **buf, size_t *bcap);
+void conn_buf_free(char **buf, size_t *bcap, struct cm_hold *h);
 
-/** Room for @n more bytes at c->wbuf + c->wend; false (and the connection
- * is closed after its output) when memory runs out. */
+/** Room for @n more bytes at c->wbuf + c->wend; false when memory runs
+ * out, and then c->ob_short is set: until protocol.c takes the answer back,
+ * nothing more is written (an answer goes out whole, or not at all). */
 bool ob_reserve(struct conn *c, size_t n);
 /** The same, but false leaves the connection as it was (a multiget then
  * waits for room: its answer is produced as the socket drains). */
@@ -144,6 +152,11 @@ void proto_input(struct conn *c);
 
 /** How many bytes the read buffer must be able to take next. */
 size_t proto_read_need(const struct conn *c);
+
+/** The key of the first request in the read buffer (its length in *len),
+ * or as much of it as names its tenant (the prefix and ':'); NULL before
+ * that is read.  The read buffer is charged to that key's tenant. */
+const char *proto_read_key(const struct conn *c, size_t *len);
 
 /** The data block being read has no room (connection memory is full):
  * answer "SERVER_ERROR out of memory storing object", as memcached does

@@ -30,33 +30,50 @@
  * request or answer cannot be kept is closed.
  */
 
-/* Resizes *buf to @cap bytes, taking the difference from the pool first.
- * False, nothing changed, when the pool or the allocation fails. */
-static bool buf_resize(char **buf, size_t *bcap, size_t cap)
+/* Grows *buf to @cap bytes, taking the difference from the pool for @o
+ * (recorded in @h; @past_max, connmem_hold()'s).  False, nothing changed,
+ * when the pool or the allocation fails. */
+static bool buf_resize(char **buf, size_t *bcap, size_t cap, struct cm_hold *h,
+		       struct cm_owner *o, bool past_max)
 {
-	size_t more = cap > *bcap ? cap - *bcap : 0;
+	size_t more = cap - *bcap;
 	char *nb;
 
-	if (!connmem_charge(more))
+	if (!connmem_hold(h, o, more, past_max))
 		return false;
 	nb = realloc(*buf, cap);
 	if (!nb) {
-		connmem_uncharge(more);
+		connmem_unhold(h, o, more);
 		return false;
 	}
-	if (cap < *bcap)
-		connmem_uncharge(*bcap - cap);
 	*buf = nb;
 	*bcap = cap;
 	return true;
 }
 
-void conn_buf_free(char **buf, size_t *bcap)
+void conn_buf_free(char **buf, size_t *bcap, struct cm_hold *h)
 {
 	free(*buf);
-	connmem_uncharge(*bcap);
+	connmem_release(h);
 	*buf = NULL;
 	*bcap = 0;
+}
+
+/* Whom the output being written serves: the tenant of the key being
+ * answered (protocol.c sets it), else the anonymous owner. */
+static struct cm_owner *ans_owner(const struct conn *c)
+{
+	return connmem_owner(c->ans_key, c->ans_keylen);
+}
+
+/* Whom the input held serves: the tenant of its first request's key, once
+ * read (protocol.c reads it), else the anonymous owner. */
+static struct cm_owner *read_owner(const struct conn *c)
+{
+	size_t len = 0;
+	const char *key = proto_read_key(c, &len);
+
+	return connmem_owner(key, len);
 }
 
 /* ---- the output buffer ---- */
@@ -89,7 +106,7 @@ bool ob_try_reserve(struct conn *c, size_t n)
 		char *own = NULL;
 		size_t ocap = 0;
 
-		if (!buf_resize(&own, &ocap, cap))
+		if (!buf_resize(&own, &ocap, cap, &c->whold, ans_owner(c), false))
 			return false;
 		memcpy(own, c->wbuf, c->wend);
 		c->wbuf = own;
@@ -97,15 +114,16 @@ bool ob_try_reserve(struct conn *c, size_t n)
 		c->wborrowed = false;
 		return true;
 	}
-	return buf_resize(&c->wbuf, &c->wcap, cap);
+	return buf_resize(&c->wbuf, &c->wcap, cap, &c->whold, ans_owner(c), false);
 }
 
 bool ob_reserve(struct conn *c, size_t n)
 {
-	if (ob_try_reserve(c, n))
+	if (!c->ob_short && ob_try_reserve(c, n))
 		return true;
-	logv("connection %d: no memory for the answer: closing", c->fd);
-	c->close_after = true;
+	if (!c->ob_short)
+		logv("connection %d: no memory for the answer", c->fd);
+	c->ob_short = true;
 	return false;
 }
 
@@ -156,7 +174,7 @@ bool conn_rbuf_room(struct conn *c)
 	if (!c->rborrowed && used + need <= RBUF_MIN && used <= RBUF_MIN / 2) {
 		if (used)
 			memcpy(c->scratch->r, c->rbuf + c->rstart, used);
-		conn_buf_free(&c->rbuf, &c->rcap);
+		conn_buf_free(&c->rbuf, &c->rcap, &c->rhold);
 		c->rbuf = c->scratch->r;
 		c->rcap = RBUF_MIN;
 		c->rstart = 0;
@@ -184,14 +202,14 @@ bool conn_rbuf_room(struct conn *c)
 		char *own = NULL;
 		size_t ocap = 0;
 
-		if (buf_resize(&own, &ocap, cap)) {
+		if (buf_resize(&own, &ocap, cap, &c->rhold, read_owner(c), false)) {
 			memcpy(own, c->rbuf, c->rend);
 			c->rbuf = own;
 			c->rcap = ocap;
 			c->rborrowed = false;
 			return true;
 		}
-	} else if (buf_resize(&c->rbuf, &c->rcap, cap)) {
+	} else if (buf_resize(&c->rbuf, &c->rcap, cap, &c->rhold, read_owner(c), false)) {
 		return true;
 	}
 	if (c->state != CS_DATA) {
@@ -204,9 +222,12 @@ bool conn_rbuf_room(struct conn *c)
 
 /* Gives a borrowed scratch buffer back; with @keep, what is left in it
  * moves to a buffer of the connection's own, of its size to @align, taken
- * from the pool.  False when that fails (the connection is then closed). */
+ * from the pool for @o, past its max if need be: at most a scratch buffer,
+ * already read or answered, of a connection that may well read (one that
+ * does not is closed when others wait).  False when that fails (the
+ * connection is then closed). */
 static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *borrowed,
-		     size_t align, bool keep)
+		     size_t align, bool keep, struct cm_hold *h, struct cm_owner *o)
 {
 	const char *scratch = *buf;
 	size_t left = *end - *start;
@@ -215,10 +236,11 @@ static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *
 	*buf = NULL;
 	*cap = 0;
 	*borrowed = false;
-	if (keep && left && buf_resize(buf, cap, (left + align - 1) / align * align))
+	if (keep && left && buf_resize(buf, cap, (left + align - 1) / align * align, h, o, true)) {
 		memcpy(*buf, scratch + *start, left);
-	else
+	} else {
 		ok = !keep || !left;
+	}
 	*start = 0;
 	*end = left;
 	return ok;
@@ -226,21 +248,24 @@ static bool unborrow(char **buf, size_t *cap, size_t *start, size_t *end, bool *
 
 /* At the end of an event: scratch buffers go back to the worker, and an
  * emptied read buffer of the connection's own is freed.  False when the
- * pool has no room to keep what is in flight. */
+ * pool has no room to keep what is in flight.  Output first: the key it
+ * is charged to (c->ans_key) may be in the read buffer. */
 bool conn_settle(struct conn *c, bool keep)
 {
 	bool ok = true;
 
+	if (c->wborrowed && !unborrow(&c->wbuf, &c->wcap, &c->wstart, &c->wend, &c->wborrowed,
+				      KEEP_ALIGN, keep, &c->whold, keep ? ans_owner(c) : NULL))
+		ok = false;
 	if (c->rborrowed) {
-		ok = unborrow(&c->rbuf, &c->rcap, &c->rstart, &c->rend, &c->rborrowed, KEEP_ALIGN,
-			      keep);
+		if (!unborrow(&c->rbuf, &c->rcap, &c->rstart, &c->rend, &c->rborrowed, KEEP_ALIGN,
+			      keep, &c->rhold, keep && c->rend > c->rstart ? read_owner(c) : NULL))
+			ok = false;
 	} else if (keep && c->rstart == c->rend && c->rcap) {
-		conn_buf_free(&c->rbuf, &c->rcap);
+		conn_buf_free(&c->rbuf, &c->rcap, &c->rhold);
 		c->rstart = c->rend = 0;
 	}
-	if (c->wborrowed &&
-	    !unborrow(&c->wbuf, &c->wcap, &c->wstart, &c->wend, &c->wborrowed, KEEP_ALIGN, keep))
-		ok = false;
+	c->ans_key = NULL; /* it points into the read buffer of this event */
 	return ok;
 }
 

@@ -16,15 +16,38 @@
  *
  * The group's usage in stats and /metrics is therefore the reservation;
  * what buffers hold right now is connmem_used() ("STAT conn_bytes").
+ *
+ * The pool was one for all: the clients of one tenant that never read
+ * their answers, held long lines or trickled values took all of it, and
+ * every other tenant's requests waited for them (issue "Isolation").  Now
+ * it is shared as -m is among the items: each tenant has a share (owners,
+ * below), and what a tenant's clients hold is charged to it.
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "connmem.h"
 #include "slcache.h"
 #include "tenants.h"
+
+/* A tenant's share of the pool (or the anonymous one's). */
+struct cm_owner {
+	_Atomic(const void *) tenant; /* its lru_tenant; NULL: a free slot */
+	_Atomic uint64_t used;
+	uint64_t soft, max;
+};
+
+/* The shares, of the pool: a tenant's max and soft, the anonymous owner's,
+ * and the part of the pool that only owners under their soft may take. */
+#define SHARE_MAX(pool) ((pool) / 2)
+#define SHARE_SOFT(pool) ((pool) / 8)
+#define ANON_MAX(pool) ((pool) / 4)
+#define ANON_SOFT(pool) ((pool) / 16)
+#define RESERVE(pool) ((pool) / 4)
 
 static struct {
 	sl_tree *own;   /* without accounting: a tree just for the connections */
@@ -32,6 +55,12 @@ static struct {
 	uint64_t pool;  /* charged to g once: what buffers may take            */
 	_Atomic uint64_t used;
 	_Atomic unsigned waiting; /* connections waiting for room (connmem_wait) */
+	/* Every tenant's owner, open-addressed by its lru_tenant: a slot is
+	 * taken once (a compare-and-swap) and never given back, as tenants
+	 * are never destroyed while the server runs. */
+	struct cm_owner *owners;
+	size_t nowners; /* a power of two, twice the tenants there can be */
+	struct cm_owner anon;
 } cm;
 
 int connmem_start(void)
@@ -69,6 +98,20 @@ int connmem_start(void)
 		return rc;
 	}
 	cm.pool = opt.conn_memory;
+	for (cm.nowners = 16; cm.nowners < 2 * ((size_t)opt.max_tenants + 1); cm.nowners *= 2)
+		;
+	cm.owners = calloc(cm.nowners, sizeof(*cm.owners));
+	if (!cm.owners) {
+		fprintf(stderr, "slcache: connection memory: out of memory\n");
+		connmem_stop();
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < cm.nowners; i++) {
+		cm.owners[i].soft = SHARE_SOFT(cm.pool);
+		cm.owners[i].max = SHARE_MAX(cm.pool);
+	}
+	cm.anon.soft = ANON_SOFT(cm.pool);
+	cm.anon.max = ANON_MAX(cm.pool);
 	return 0;
 }
 
@@ -85,25 +128,105 @@ void connmem_stop(void)
 	cm.g = NULL;
 	sl_tree_destroy(cm.own);
 	cm.own = NULL;
+	free(cm.owners);
+	cm.owners = NULL;
 }
 
-bool connmem_charge(size_t bytes)
+struct cm_owner *connmem_owner(const char *key, size_t keylen)
 {
-	uint64_t u = atomic_load_explicit(&cm.used, memory_order_relaxed);
+	const void *t, *seen;
+	size_t mask = cm.nowners - 1, i;
 
-	/* Relaxed: the count guards no other data, only the sum matters. */
+	if (!key || !cm.owners)
+		return &cm.anon;
+	t = tenant_for_key(key, keylen);
+	i = (size_t)(((uintptr_t)t >> 4) * 0x9e3779b97f4a7c15ull) & mask;
+	for (;; i = (i + 1) & mask) {
+		struct cm_owner *o = &cm.owners[i];
+
+		seen = atomic_load_explicit(&o->tenant, memory_order_relaxed);
+		if (seen == t)
+			return o;
+		if (seen)
+			continue;
+		/* Free: take it (its limits were set at start). */
+		if (atomic_compare_exchange_strong_explicit(&o->tenant, &seen, t, memory_order_relaxed,
+							    memory_order_relaxed) ||
+		    seen == t)
+			return o;
+	}
+}
+
+/* Relaxed: the counts guard no other data, only the sums matter.  The
+ * owner's count first: an owner past its share never touches the pool. */
+static bool charge(struct cm_owner *o, size_t bytes, bool past_max)
+{
+	uint64_t mine = atomic_fetch_add_explicit(&o->used, bytes, memory_order_relaxed) + bytes;
+	uint64_t u = atomic_load_explicit(&cm.used, memory_order_relaxed);
+	uint64_t keep = mine > o->soft ? RESERVE(cm.pool) : 0;
+
+	if (mine > o->max && !past_max)
+		goto undo;
 	do {
-		if (bytes > cm.pool - u)
-			return false;
+		if (bytes + keep > cm.pool - u)
+			goto undo;
 	} while (!atomic_compare_exchange_weak_explicit(&cm.used, &u, u + bytes,
 							memory_order_relaxed, memory_order_relaxed));
 	return true;
+undo:
+	atomic_fetch_sub_explicit(&o->used, bytes, memory_order_relaxed);
+	return false;
 }
 
-void connmem_uncharge(size_t bytes)
+/* Where @h records @o: its slot, a free one, or (full) the last. */
+static size_t hold_slot(const struct cm_hold *h, const struct cm_owner *o)
 {
-	if (bytes)
-		atomic_fetch_sub_explicit(&cm.used, bytes, memory_order_relaxed);
+	size_t i;
+
+	for (i = 0; i < CM_HOLD_MAX - 1 && h->o[i] && h->o[i] != o; i++)
+		;
+	return i;
+}
+
+bool connmem_hold(struct cm_hold *h, struct cm_owner *o, size_t bytes, bool past_max)
+{
+	size_t i = hold_slot(h, o);
+
+	if (h->o[i]) /* o's, or the last's: it pays when all are taken */
+		o = h->o[i];
+	if (bytes && !charge(o, bytes, past_max))
+		return false;
+	h->o[i] = o;
+	h->n[i] += bytes;
+	return true;
+}
+
+void connmem_unhold(struct cm_hold *h, struct cm_owner *o, size_t bytes)
+{
+	size_t i = hold_slot(h, o);
+
+	if (!h->o[i] || !bytes)
+		return;
+	atomic_fetch_sub_explicit(&h->o[i]->used, bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&cm.used, bytes, memory_order_relaxed);
+	h->n[i] -= bytes;
+}
+
+void connmem_release(struct cm_hold *h)
+{
+	size_t i;
+
+	for (i = 0; i < CM_HOLD_MAX && h->o[i]; i++) {
+		atomic_fetch_sub_explicit(&h->o[i]->used, h->n[i], memory_order_relaxed);
+		atomic_fetch_sub_explicit(&cm.used, h->n[i], memory_order_relaxed);
+		h->o[i] = NULL;
+		h->n[i] = 0;
+	}
+}
+
+bool connmem_fits(const struct cm_owner *o, size_t bytes)
+{
+	return bytes <= o->max;
 }
 
 bool connmem_short(size_t bytes)

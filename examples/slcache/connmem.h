@@ -29,16 +29,51 @@ int connmem_start(void);
  * must be closed. */
 void connmem_stop(void);
 
-/**
- * connmem_charge() - take @bytes of the pool.  False, nothing taken, when
- * the pool has not that much left: the caller waits, refuses or closes;
- * nothing is ever reclaimed for it.  Thread-safe, lock-free.
+/*
+ * Within the pool, each tenant has a share, as its items have under -m: a
+ * buffer is charged to the tenant it serves (an answer to the tenant of its
+ * key; a request or a value to the tenant of its key once the key, or its
+ * prefix, is read), and what is read before any key, or answered for no
+ * key (stats), to an anonymous owner.  A tenant may hold up to half the
+ * pool (its max), and past an eighth (its soft) not the pool's last
+ * quarter, which stays for the tenants under theirs; the anonymous owner
+ * a quarter and a sixteenth.  So the clients of one tenant cannot take
+ * the memory that another's requests need.
  */
-bool connmem_charge(size_t bytes);
-void connmem_uncharge(size_t bytes);
+struct cm_owner;
+
+/** The owner of what serves @key (its tenant, which this may create, as
+ * any request for it does); NULL @key: the anonymous owner.  @key may be a
+ * key's beginning: its prefix and ':' are enough.  Never NULL. */
+struct cm_owner *connmem_owner(const char *key, size_t keylen);
+
+/* What one buffer holds, by owner: a buffer may serve several tenants (an
+ * output buffer, the answers of a pipeline).  Past CM_HOLD_MAX owners, the
+ * last one is charged for the others. */
+#define CM_HOLD_MAX 4
+struct cm_hold {
+	struct cm_owner *o[CM_HOLD_MAX];
+	size_t n[CM_HOLD_MAX];
+};
+
+/**
+ * connmem_hold() - take @bytes of the pool for @o, recorded in @h.  False,
+ * nothing taken, when @o's share or the pool has not that much left: the
+ * caller waits, refuses or closes; nothing is ever reclaimed for it.  With
+ * @past_max, @o's max does not count, its soft still does: for the few
+ * bytes an event leaves in flight (a connection that reads is not closed
+ * because others of its tenant hold its share).  Thread-safe, lock-free.
+ */
+bool connmem_hold(struct cm_hold *h, struct cm_owner *o, size_t bytes, bool past_max);
+/** Gives back @bytes that connmem_hold() took for @o. */
+void connmem_unhold(struct cm_hold *h, struct cm_owner *o, size_t bytes);
+/** Gives back all that @h holds. */
+void connmem_release(struct cm_hold *h);
 
 /** Has the pool less than @bytes left? */
 bool connmem_short(size_t bytes);
+/** Could @bytes for @o ever fit (its max)?  Else it is not waited for. */
+bool connmem_fits(const struct cm_owner *o, size_t bytes);
 
 /** What buffers hold now, and the pool. */
 uint64_t connmem_used(void);

@@ -117,9 +117,9 @@ static void conn_close(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	if (!c->rborrowed)
-		conn_buf_free(&c->rbuf, &c->rcap);
+		conn_buf_free(&c->rbuf, &c->rcap, &c->rhold);
 	if (!c->wborrowed)
-		conn_buf_free(&c->wbuf, &c->wcap);
+		conn_buf_free(&c->wbuf, &c->wcap, &c->whold);
 	free(c);
 	atomic_fetch_sub(&curr_conns, 1);
 }
@@ -155,7 +155,7 @@ static bool conn_flush(struct conn *c)
 	if (c->wstart == c->wend) {
 		c->wstart = c->wend = 0;
 		if (!c->wborrowed && c->wcap) /* all sent: an idle connection holds nothing */
-			conn_buf_free(&c->wbuf, &c->wcap);
+			conn_buf_free(&c->wbuf, &c->wcap, &c->whold);
 	}
 	return true;
 }
@@ -282,9 +282,11 @@ static void worker_adopt(struct worker *w, int fd)
  * complete (or, refused, a socket that only its client can drain).  While
  * other connections wait for room in the pool, also those that hold pool
  * memory and did not move for as long: a partial request that stopped, an
- * answer its client does not read. */
+ * answer its client does not read.  Such a one is reset (SO_LINGER 0), so
+ * that the kernel drops what it holds for it too. */
 static void close_stalled(struct worker *w, int64_t now)
 {
+	static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
 	struct conn *c = w->conns, *next;
 	bool contended = connmem_contended();
 
@@ -305,10 +307,15 @@ static void close_stalled(struct worker *w, int64_t now)
 			     c->fd, opt.stall_timeout);
 		} else if (contended && !c->memwait && (c->rcap || c->wcap) &&
 			   since >= (int64_t)opt.stall_timeout) {
-			if (ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0)
+			/* Unread requests behind an answer that does not move
+			 * are its client's: it pipelines and does not read (it
+			 * was once spared for them, and held the pool for ever).
+			 * Without output, they are the worker's delay. */
+			if (c->wend == c->wstart && ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0)
 				continue;
 			logv("connection %d: holds memory others wait for, still for %u s: closing",
 			     c->fd, opt.stall_timeout);
+			setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
 		} else {
 			continue;
 		}

@@ -46,10 +46,49 @@ size_t proto_read_need(const struct conn *c)
 	return RBUF_MIN;
 }
 
+const char *proto_read_key(const struct conn *c, size_t *len)
+{
+	const char *p = c->rbuf + c->rstart;
+	size_t n = c->rend - c->rstart, i = 0, word, k;
+
+	if (c->state == CS_DATA) {
+		*len = c->p.keylen;
+		return c->p.key;
+	}
+	if (c->state != CS_CMD)
+		return NULL;
+	while (i < n && p[i] == ' ')
+		i++;
+	for (word = i; i < n && p[i] != ' ' && p[i] != '\n'; i++)
+		;
+	if ((i - word == 3 || i - word == 4) && memcmp(p + word, "gat", 3) == 0) {
+		while (i < n && p[i] == ' ') /* gat, gats: the exptime first */
+			i++;
+		while (i < n && p[i] != ' ' && p[i] != '\n')
+			i++;
+	}
+	while (i < n && p[i] == ' ')
+		i++;
+	for (k = i; k < n && k - i <= SL_NAME_MAX; k++) {
+		if (p[k] == ':') {
+			*len = k + 1 - i;
+			return p + i;
+		}
+		if (p[k] == ' ' || p[k] == '\r' || p[k] == '\n')
+			break;
+	}
+	if (k == i || (k == n && k - i <= SL_NAME_MAX))
+		return NULL; /* no key yet, or its prefix may still come */
+	*len = k - i; /* a key with no prefix ("default"), or one too long for a name */
+	return p + i;
+}
+
 void proto_refuse_value(struct conn *c)
 {
 	BUMP(c, oom_errors);
 	c->noreply = c->p.noreply;
+	c->ans_key = c->p.key;
+	c->ans_keylen = c->p.keylen;
 	if (c->p.meta)
 		ob_str(c, "SERVER_ERROR out of memory storing object\r\n");
 	else
@@ -239,22 +278,29 @@ static bool next_key(const char *line, size_t len, size_t *i, struct tok *k)
 	return true;
 }
 
-/* One key of a multiget; false when it must wait (its answer did not fit:
- * the pool is short).  @quiet: counted and touched, nothing answered (the
- * keys before a bad one, which memcached has already looked up). */
-static bool get_one(struct conn *c, const struct tok *k, bool cas, bool touch, bool quiet)
+enum get_res { GET_DONE, GET_WAIT, GET_FAIL };
+
+/* One key of a multiget: GET_WAIT when it must wait (its answer did not
+ * fit: its tenant's share of the pool is short), GET_FAIL when it never
+ * could (answered with an error, which ends the answer, as memcached's).
+ * @quiet: counted and touched, nothing answered (the keys before a bad
+ * one, which memcached has already looked up). */
+static enum get_res get_one(struct conn *c, const struct tok *k, bool cas, bool touch, bool quiet)
 {
 	struct get_ctx g = { .c = c, .cas = cas, .quiet = quiet, .key = k->s, .keylen = k->n };
 	struct store_read how = { .touch = touch, .exptime = c->get_exptime };
-	enum store_result r = store_get(k->s, k->n, &how, emit_value, &g);
+	enum store_result r;
 
-	if (g.nomem && g.need <= connmem_pool() / 2) {
+	c->ans_key = k->s; /* its answer is charged to its tenant */
+	c->ans_keylen = k->n;
+	r = store_get(k->s, k->n, &how, emit_value, &g);
+	if (g.nomem && connmem_fits(connmem_owner(k->s, k->n), g.need)) {
 		c->get_nomem = true;
-		return false;
+		return GET_WAIT;
 	}
 	if (g.nomem) { /* could never fit: as memcached when it cannot answer */
 		ob_str(c, "SERVER_ERROR out of memory writing get response\r\n");
-		return true;
+		return GET_FAIL;
 	}
 	if (touch)
 		BUMP(c, cmd_touch);
@@ -270,7 +316,7 @@ static bool get_one(struct conn *c, const struct tok *k, bool cas, bool touch, b
 	} else {
 		BUMP(c, get_misses);
 	}
-	return true;
+	return GET_DONE;
 }
 
 /* The first look at a get line: its exptime (gat, gats) and every key
@@ -322,6 +368,7 @@ static bool cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch
 {
 	size_t i = c->get_at;
 	struct tok k;
+	enum get_res r;
 
 	c->get_nomem = false;
 	if (i == 0 && !get_start(c, line, len, touch, &i))
@@ -331,10 +378,20 @@ static bool cmd_get(struct conn *c, char *line, size_t len, bool cas, bool touch
 
 		if (!next_key(line, len, &i, &k))
 			break;
-		if (c->wend - c->wstart >= WBUF_HIGH || !get_one(c, &k, cas, touch, false)) {
+		if (c->wend - c->wstart >= WBUF_HIGH ||
+		    (r = get_one(c, &k, cas, touch, false)) == GET_WAIT) {
 			c->get_at = at;
 			return false;
 		}
+		if (r == GET_FAIL) {
+			c->get_at = 0;
+			return true;
+		}
+	}
+	if (!ob_try_reserve(c, 5)) { /* END waits for room as a value does */
+		c->get_at = i;
+		c->get_nomem = true;
+		return false;
 	}
 	c->get_at = 0;
 	ob_str(c, "END\r\n");
@@ -796,6 +853,10 @@ static void cmd_unknown(struct conn *c, struct tok *tk, size_t nt)
 
 static void dispatch_meta(struct conn *c, struct tok *tk, size_t nt)
 {
+	if (nt > 1) { /* its answer is charged to its key's tenant */
+		c->ans_key = tk[1].s;
+		c->ans_keylen = tk[1].n;
+	}
 	switch (tk[0].s[1]) {
 	case 'g': meta_get(c, tk, nt); break;
 	case 's': meta_set(c, tk, nt); break;
@@ -817,6 +878,7 @@ static bool process_line(struct conn *c, char *line, size_t len)
 	size_t nt;
 
 	c->noreply = false;
+	c->ans_key = NULL; /* an answer for no key: the anonymous owner's */
 	while (len > 0 && line[0] == ' ') { /* as memcached's tokenizer */
 		line++;
 		len--;
@@ -895,14 +957,51 @@ static bool line_may_grow(const char *p, size_t avail)
 	return sp <= 100 && (starts(p + sp, avail - sp, "get") || starts(p + sp, avail - sp, "gets"));
 }
 
+/*
+ * An answer goes out whole or not at all: when a part of it found no room
+ * in the pool (ob_reserve() set c->ob_short, and wrote nothing more), what
+ * it wrote since @mark (bytes of output waiting before it) is taken back,
+ * and an error line says why.  With no room even for that, the connection
+ * is closed: never a cut answer, nor an END after one.  (Answers were cut
+ * where the pool ran out, and a stats then ended in END all the same.)
+ */
+static void answer_end(struct conn *c, size_t mark)
+{
+	static const char err[] = "SERVER_ERROR out of memory writing response\r\n";
+
+	if (!c->ob_short)
+		return;
+	c->ob_short = false;
+	c->wend = c->wstart + mark;
+	BUMP(c, oom_errors);
+	if (ob_try_reserve(c, sizeof(err) - 1)) {
+		memcpy(c->wbuf + c->wend, err, sizeof(err) - 1);
+		c->wend += sizeof(err) - 1;
+	} else {
+		logv("connection %d: no memory to answer, nor to say so: closing", c->fd);
+		c->close_after = true;
+	}
+}
+
+/* An answer outside a request (a refused value's) that found no room: the
+ * connection cannot say so, it is closed. */
+static void answer_lost(struct conn *c)
+{
+	if (c->ob_short) {
+		c->ob_short = false;
+		c->close_after = true;
+	}
+}
+
 /* Runs every complete request in the read buffer; stops at a partial one,
  * at quit, or while too much output waits. */
 void proto_input(struct conn *c)
 {
 	store_bind(&c->tenant);
+	answer_lost(c);
 	while (!c->close_after && c->wend - c->wstart < WBUF_HIGH) {
 		char *p = c->rbuf + c->rstart;
-		size_t avail = c->rend - c->rstart;
+		size_t avail = c->rend - c->rstart, mark = c->wend - c->wstart;
 
 		if (c->state == CS_CLOSE) {
 			c->rstart = c->rend;
@@ -930,13 +1029,17 @@ void proto_input(struct conn *c)
 			c->rstart += c->p.vlen + 2;
 			if (gate > 0)
 				continue;
+			c->ans_key = c->p.key;
+			c->ans_keylen = c->p.keylen;
 			if (c->p.meta)
 				meta_complete_set(c, p);
 			else
 				complete_update(c, p);
+			answer_end(c, mark);
 		} else {
 			char *nl, *nul;
 			size_t len;
+			bool done;
 
 			if (avail == 0)
 				break;
@@ -964,12 +1067,15 @@ void proto_input(struct conn *c)
 			nul = memchr(p, '\0', len);
 			if (nul)
 				len = (size_t)(nul - p);
-			if (!process_line(c, p, len)) {
+			done = process_line(c, p, len);
+			answer_end(c, mark);
+			if (!done) {
 				c->rstart -= (size_t)(nl - p) + 1; /* the line waits */
 				break;
 			}
 		}
 	}
+	answer_lost(c);
 	if (c->rstart == c->rend)
 		c->rstart = c->rend = 0;
 	store_bind(NULL);
