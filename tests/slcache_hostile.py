@@ -28,22 +28,51 @@ Scenarios (each fails unless every check holds):
   items, then one 1-byte item under each of 1000 key prefixes, each a new
   tenant with an arena: resident memory within --check-mb, usage within
   limit_maxbytes, and the server still serves.
+- unread (issue "Isolation", 1; with --stall-timeout 2): 20 connections of
+  tenant atk each pipeline 2,000 "get atk:big" (a 1 MB value), 20 more 20
+  "gets" of 100 such keys, 10 more 2,000 gets of a 10 kB value, and none
+  reads.  Once the attack has taken all it can (a holder closed for the
+  others; or the connection memory spent, and then standing still),
+  another tenant's gets of a 1 MB and a 100 kB value are answered whole,
+  and a client of a third tenant that pipelines 300 gets and reads them
+  gets every answer and is not closed; then the server closes attack
+  connections (10 of them seen reset or closed), and the resident-memory
+  check holds.
+- cut (4): under the same attack, with 300 tenants, another tenant's "mg
+  KEY v" of its 1 MB value is answered whole (VA, the value, and the
+  connection still answers), and "stats" and "stats tenants" have every
+  line they had before the attack, in the same order, then END.
+- heldlines (2): 16 connections of atk each send a get line of 500 kB
+  ("get atk:k0 atk:k1 ...") without its end, then a byte every second.
+  Once the attack has taken all it can (the connection memory nearly
+  spent, or an attack connection closed, and then it holds still), another
+  tenant's 600 kB sets answer STORED, its get is answered whole, and the
+  resident-memory check holds.
+- trickle (3): --conns connections (4000 in ctest) of atk each send a 100
+  kB set's line and 1 kB of its value, then a byte a second.  Once the
+  attack has taken all it can (the connection memory nearly spent, or a
+  value refused, and then it holds still), another tenant's get of 100 kB
+  is answered whole, five times, and the resident-memory check holds.
 - halfclose: ten values of 1,000,000 bytes; a client sends
   "get k0 ... k7\\r\\nmn\\r\\n" and shuts down its side before reading: it
   gets all eight values, END and MN, byte for byte, then the close.
 
 --check-mb 0 (sanitizers, whose shadow memory is not the server's) skips
 the resident-memory check only.  SIGTERM then stops the server with status
-0.  Every wait is for an event, with a deadline of 60 s.
+0.  Every wait is for an event, with a deadline of 60 s; an answer the
+isolation scenarios wait for, 30 s (a hang catcher: the server that fails
+them never answers).
 """
 import argparse
 import random
 import resource
+import select
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from slcache_spawn import SpawnError, request, spawn
@@ -148,6 +177,18 @@ def store_quiet(c):
         c.set(b"quiet:k%d" % i, quiet_value(i))
 
 
+def stands_still(c, stat, polls, what):
+    """Waits for the stats line @stat to stay the same for @polls polls."""
+    last, still = [-1], [0]
+
+    def still_enough():
+        v = int(c.stats()[stat])
+        still[0] = still[0] + 1 if v == last[0] else 0
+        last[0] = v
+        return still[0] >= polls
+    wait_for(what, still_enough)
+
+
 def wait_for(what, cond):
     t0 = time.monotonic()
     while not cond():
@@ -206,14 +247,7 @@ def multiget(port, check_mb):
     flood = senders(port, 4, line, 65536)
     # The event: the server stops answering them (their sockets are full);
     # get_hits stands still for 10 polls in a row.
-    hits, still = [-1], [0]
-
-    def settled():
-        h = int(c.stats()["get_hits"])
-        still[0] = still[0] + 1 if h == hits[0] else 0
-        hits[0] = h
-        return still[0] >= 10
-    wait_for("the multigets to fill their sockets", settled)
+    stands_still(c, "get_hits", 10, "the multigets to fill their sockets")
     check_held(port, check_mb, "4 connections hold 120-key multigets unread")
     want = b"VALUE atk:a 0 %d\r\n%s\r\n" % (len(big), big) * 120 + b"END\r\n"
     for s in flood:
@@ -357,6 +391,256 @@ def prefixes(port, check_mb):
     c.close()
 
 
+ANSWER_DEADLINE = 30.0
+
+
+def victim(port):
+    c = Client(port)
+    c.s.settimeout(ANSWER_DEADLINE)
+    return c
+
+
+def answered(what, fn):
+    """fn()'s answer, or a failure naming @what if none comes (the hang
+    catcher's deadline) or the connection is closed."""
+    try:
+        return fn()
+    except socket.timeout:
+        fail("%s: no answer within %.0f s" % (what, ANSWER_DEADLINE))
+    except (OSError, ValueError, IndexError) as e:
+        fail("%s: %r" % (what, e))
+
+
+def closed_by_server(socks):
+    """How many of @socks the server closed or reset (without reading them:
+    their answers may wait unread)."""
+    p = select.poll()
+    for s in socks:
+        p.register(s, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+    return sum(1 for _, ev in p.poll(0) if ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR))
+
+
+def holds_still(c):
+    stands_still(c, "conn_bytes", 5, "the connection memory to stand still")
+
+
+class Trickle:
+    """A byte a second to each of @socks: never silent, never done."""
+
+    def __init__(self, socks, byte):
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.run, args=(socks, byte), daemon=True)
+        self.t.start()
+
+    def run(self, socks, byte):
+        while not self.stop.wait(1.0):
+            for s in socks:
+                try:
+                    s.send(byte)
+                except OSError:
+                    pass
+
+    def end(self):
+        self.stop.set()
+        self.t.join()
+
+
+def pool_spent(c, room):
+    st = c.stats()
+    return int(st["conn_bytes"]) + room > int(st["conn_memory"])
+
+
+def check_rss(check_mb, what):
+    hwm = status_kb("VmHWM") / 1024
+    print("slcache_hostile: %s: peak RSS %.1f MiB" % (what, hwm))
+    if check_mb and hwm > check_mb:
+        fail("peak resident memory %.1f MiB is above %d MiB while %s" % (hwm, check_mb, what))
+
+
+class Pipeliner(threading.Thread):
+    """Sends @n gets of @key at once and reads every answer: a client that
+    pipelines, and reads."""
+
+    def __init__(self, port, key, val, n):
+        super().__init__(daemon=True)
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=ANSWER_DEADLINE)
+        self.key, self.val, self.n, self.err = key, val, n, "did not finish"
+
+    def run(self):
+        want = b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (self.key, len(self.val), self.val)
+        try:
+            self.s.sendall(b"get %s\r\n" % self.key * self.n + b"mn\r\n")
+            f = self.s.makefile("rb")
+            for i in range(self.n):
+                got = f.read(len(want))
+                if got != want:
+                    self.err = "answer %d of %d: %d bytes, not the value (%r)" % (
+                        i, self.n, len(got), got[:40])
+                    return
+            if f.readline() != b"MN\r\n":
+                self.err = "no MN after its gets"
+                return
+            self.err = None
+        except OSError as e:  # closed, reset, or the hang catcher
+            self.err = repr(e)
+
+
+def unread_attack(port, c):
+    """Issue "Isolation" 1: 50 connections of atk pipeline gets and never
+    read; returns them once the attack took all it can."""
+    c.set(b"atk:big", b"u" * 1000000)
+    c.set(b"atk:small", b"s" * 10000)
+    atk = senders(port, 20, b"get atk:big\r\n" * 2000, 4096)
+    atk += senders(port, 20, (b"gets" + b" atk:big" * 100 + b"\r\n") * 20, 4096)
+    atk += senders(port, 10, b"get atk:small\r\n" * 2000, 4096)
+    closed = lambda: int(c.stats()["conn_stalled_closed"]) > 0
+    wait_for("the unread answers to take the connection memory",
+             lambda: closed() or pool_spent(c, 1000100))
+    if not closed():
+        holds_still(c)
+    return atk
+
+
+def unread(port, check_mb):
+    c = Client(port)
+    val = bytes(random.getrandbits(8) for _ in range(256)) * 400
+    big = bytes(random.getrandbits(8) for _ in range(250)) * 4000
+    c.set(b"vic:big", big)
+    c.set(b"vic:v", val)
+    c.set(b"pipe:v", val)
+    atk = unread_attack(port, c)
+    v = victim(port)
+    if answered("another tenant's get under unread answers", lambda: v.get(b"vic:big")) != big:
+        fail("another tenant's get of 1 MB under unread answers: not its value")
+    if answered("another tenant's get under unread answers", lambda: v.get(b"vic:v")) != val:
+        fail("another tenant's get of 100 kB under unread answers: not its value")
+    pipe = Pipeliner(port, b"pipe:v", val, 300)
+    pipe.start()
+    pipe.join(ANSWER_DEADLINE * 2)
+    if pipe.err:
+        fail("a client that pipelines 300 gets and reads them: %s" % pipe.err)
+    wait_for("the server to close attack connections", lambda: closed_by_server(atk) >= 10)
+    st = c.stats()
+    print("slcache_hostile: unread: victim served; %d of %d attack connections closed (%s stalled)"
+          % (closed_by_server(atk), len(atk), st["conn_stalled_closed"]))
+    check_rss(check_mb, "50 connections do not read their answers")
+    for s in atk:
+        s.close()
+    pipe.s.close()
+    v.close()
+    c.close()
+
+
+def stat_names(c, cmd):
+    """The names of @cmd's lines, in order; fails unless it ends in END."""
+    c.s.sendall(cmd + b"\r\n")
+    names = []
+    while True:
+        line = c.f.readline()
+        if line == b"END\r\n":
+            return names
+        if not line.startswith(b"STAT "):
+            fail("%s: a line %r (after %d lines)" % (cmd.decode(), line[:60], len(names)))
+        names.append(line.split()[1])
+
+
+def cut(port, check_mb):
+    c = Client(port)
+    val = bytes(random.getrandbits(8) for _ in range(250)) * 4000
+    c.set(b"vic:big", val)
+    for i in range(300):  # 300 tenants: a stats of 150 kB
+        c.s.sendall(b"set t%d:k 0 0 1 noreply\r\nx\r\n" % i)
+    c.call(b"mn\r\n")
+    before = {cmd: stat_names(c, cmd) for cmd in (b"stats", b"stats tenants")}
+    atk = unread_attack(port, c)
+    v = victim(port)
+
+    def mg():
+        got = v.call(b"mg vic:big v\r\n")[0]
+        if got != b"VA %d\r\n" % len(val):
+            fail("mg under unread answers: %r" % got[:60])
+        if v.f.read(len(val) + 2) != val + b"\r\n":
+            fail("mg under unread answers: its VA line, then not its value")
+        return v.call(b"mn\r\n")
+    if answered("mg under unread answers", mg) != [b"MN\r\n"]:
+        fail("mg under unread answers: the connection did not answer after it")
+    for cmd, names in before.items():
+        got = answered(cmd.decode(), lambda: stat_names(v, cmd))
+        if got != names:
+            fail("%s under unread answers: %d lines, %d before the attack (first difference at %d)"
+                 % (cmd.decode(), len(got), len(names),
+                    next((i for i, (a, b) in enumerate(zip(got, names)) if a != b),
+                         min(len(got), len(names)))))
+    print("slcache_hostile: cut: mg and stats answered whole under unread answers")
+    check_rss(check_mb, "50 connections do not read their answers")
+    for s in atk:
+        s.close()
+    v.close()
+    c.close()
+
+
+def heldlines(port, check_mb):
+    c = Client(port)
+    line = b"get"
+    while len(line) < 500000:
+        line += b" atk:k%d" % len(line)
+    atk = senders(port, 16, line)
+    feed = Trickle(atk, b"x")
+    wait_for("the held lines to take the connection memory",
+             lambda: pool_spent(c, 650000) or closed_by_server(atk) > 0)
+    holds_still(c)
+    v = victim(port)
+    val = bytes(random.getrandbits(8) for _ in range(256)) * 2400  # 614 kB
+    for i in range(3):
+        got = answered("a 600 kB set under held lines",
+                       lambda: v.call(b"set vic:k%d 0 0 %d\r\n%s\r\n" % (i, len(val), val)))
+        if got != [b"STORED\r\n"]:
+            fail("a 600 kB set of another tenant under held lines: %r" % got)
+    if answered("a get under held lines", lambda: v.get(b"vic:k1")) != val:
+        fail("a get of another tenant under held lines: not its value")
+    print("slcache_hostile: heldlines: another tenant served; %d of %d held lines closed"
+          % (closed_by_server(atk), len(atk)))
+    check_rss(check_mb, "16 connections hold 500 kB lines")
+    feed.end()
+    for s in atk:
+        s.close()
+    v.close()
+    c.close()
+
+
+def trickle(port, check_mb, conns):
+    c = Client(port)
+    val = bytes(random.getrandbits(8) for _ in range(256)) * 400
+    c.set(b"vic:v", val)
+    atk = []
+    for i in range(conns):
+        s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        s.sendall(b"set atk:k%d 0 0 100000\r\n" % i + b"t" * 1000)
+        atk.append(s)
+    feed = Trickle(atk, b"t")
+
+    def refused():
+        p = select.poll()
+        for s in atk:
+            p.register(s, select.POLLIN)
+        return len(p.poll(0)) > 0
+    wait_for("the trickled values to take the connection memory",
+             lambda: pool_spent(c, 110000) or refused())
+    holds_still(c)
+    v = victim(port)
+    for i in range(5):
+        if answered("a get under trickled values", lambda: v.get(b"vic:v")) != val:
+            fail("a get of another tenant under trickled values: not its value")
+    print("slcache_hostile: trickle: another tenant's 5 gets answered among %d trickled values"
+          % conns)
+    check_rss(check_mb, "%d connections trickle 100 kB values" % conns)
+    feed.end()
+    for s in atk:
+        s.close()
+    v.close()
+    c.close()
+
+
 def halfclose(port):
     c = Client(port)
     vals = [(b"%d" % i) * (1000000 // len(b"%d" % i)) for i in range(10)]
@@ -380,11 +664,15 @@ def halfclose(port):
         fail("after a half-close: %d bytes, %d wanted (ends %r)" % (len(got), len(want), got[-40:]))
 
 
+SCENARIOS = {"multiget": multiget, "contended": contended, "partial": partial, "metrics": metrics,
+             "prefixes": prefixes, "halfclose": halfclose, "unread": unread, "cut": cut,
+             "heldlines": heldlines, "trickle": trickle}
+
+
 def main():
     global LOG
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["multiget", "contended", "partial", "metrics", "prefixes",
-                                         "halfclose"])
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
     ap.add_argument("--check-mb", type=int, default=0)
     ap.add_argument("--conns", type=int, default=4000)
     ap.add_argument("cmd", nargs="+")
@@ -396,7 +684,7 @@ def main():
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
         except (ValueError, OSError):
             pass
-    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < want and a.scenario == "partial":
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < want and a.scenario in ("partial", "trickle"):
         print("slcache_hostile: not enough file descriptors for %d connections: skipped" % a.conns)
         sys.exit(77)
     LOG = tempfile.TemporaryFile()
@@ -405,18 +693,12 @@ def main():
     signal.alarm(150)
     port = start(a.cmd, a.scenario == "metrics")
     try:
-        if a.scenario == "metrics":
-            metrics(port, a.check_mb)
-        elif a.scenario == "prefixes":
-            prefixes(port, a.check_mb)
-        elif a.scenario == "contended":
-            contended(port, a.check_mb)
-        elif a.scenario == "multiget":
-            multiget(port, a.check_mb)
-        elif a.scenario == "partial":
-            partial(port, a.check_mb, a.conns)
-        else:
+        if a.scenario in ("partial", "trickle"):
+            SCENARIOS[a.scenario](port, a.check_mb, a.conns)
+        elif a.scenario == "halfclose":
             halfclose(port)
+        else:
+            SCENARIOS[a.scenario](port, a.check_mb)
     except (OSError, ValueError, LookupError) as e:  # a timeout, a reset, a bad answer
         fail("%s: %r" % (a.scenario, e))
     PROC.send_signal(signal.SIGTERM)
