@@ -255,7 +255,8 @@ bool conn_settle(struct conn *c, bool keep)
 	bool ok = true;
 
 	if (c->wborrowed && !unborrow(&c->wbuf, &c->wcap, &c->wstart, &c->wend, &c->wborrowed,
-				      KEEP_ALIGN, keep, &c->whold, keep ? ans_owner(c) : NULL))
+				      KEEP_ALIGN, keep, &c->whold,
+				      keep && c->wend > c->wstart ? ans_owner(c) : NULL))
 		ok = false;
 	if (c->rborrowed) {
 		if (!unborrow(&c->rbuf, &c->rcap, &c->rstart, &c->rend, &c->rborrowed, KEEP_ALIGN,
