@@ -5,12 +5,14 @@ floods of clients that hold memory, against a server started as
 SERVER ARGS -l 127.0.0.1 -p PORT (slcache, or memcached to compare).
 
 Scenarios (each fails unless every check holds):
-- multiget: a quiet tenant stores 400 items; 4 connections each send a get
-  of a 1 MB value 300 times on one line and do not read.  Once the server
-  stops producing (its get_hits stop moving), its resident memory is within
-  --check-mb, a new client is served, STAT usage is within limit_maxbytes,
-  and after more sets the quiet tenant still has every item and nothing was
-  evicted; then each flooder reads its whole answer, byte for byte.
+- multiget (with --stall-timeout 0: they stay): a quiet tenant stores 400
+  items; 4 connections each send a get of a 1 MB value 120 times on one
+  line and do not read.  Once the server stops producing (its get_hits
+  stop moving), its resident memory is within --check-mb, a new client is
+  served, STAT usage is within limit_maxbytes, and after more sets the
+  quiet tenant still has every item and nothing was evicted; then the
+  flooders read, all at once (one may wait for room in their tenant's
+  share that the others hold), each its whole answer, byte for byte.
 - contended (with --stall-timeout 2): 10 connections each send a 100-key
   multiget of a 1 MB value and do not read, more than the connection
   memory holds; once it is spent, a new client's get of that value is
@@ -67,6 +69,7 @@ import argparse
 import random
 import resource
 import select
+import selectors
 import signal
 import socket
 import subprocess
@@ -250,16 +253,24 @@ def multiget(port, check_mb):
     stands_still(c, "get_hits", 10, "the multigets to fill their sockets")
     check_held(port, check_mb, "4 connections hold 120-key multigets unread")
     want = b"VALUE atk:a 0 %d\r\n%s\r\n" % (len(big), big) * 120 + b"END\r\n"
+    # All read at once: they share their tenant's part of the connection
+    # memory, and one may wait for room that the others hold.
+    got = {s: bytearray() for s in flood}
+    sel = selectors.DefaultSelector()
     for s in flood:
         s.sendall(b"mn\r\n")
-        got, t0 = bytearray(), time.monotonic()
-        while len(got) < len(want) + 4 and time.monotonic() - t0 < DEADLINE:
-            part = s.recv(1 << 20)
-            if not part:
-                break
-            got += part
-        if got != want + b"MN\r\n":
-            fail("a multiget's answer: %d bytes, %d wanted" % (len(got), len(want) + 4))
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ)
+    t0 = time.monotonic()
+    while sel.get_map() and time.monotonic() - t0 < DEADLINE:
+        for key, _ in sel.select(1.0):
+            part = key.fileobj.recv(1 << 20)
+            got[key.fileobj] += part
+            if not part or len(got[key.fileobj]) >= len(want) + 4:
+                sel.unregister(key.fileobj)
+    for s in flood:
+        if got[s] != want + b"MN\r\n":
+            fail("a multiget's answer: %d bytes, %d wanted" % (len(got[s]), len(want) + 4))
         s.close()
     # A line that streams (leading spaces, as memcached's tokenizer skips
     # them) goes on from the right key; one whose last key is too long
