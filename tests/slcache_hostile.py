@@ -55,6 +55,9 @@ Scenarios (each fails unless every check holds):
   attack has taken all it can (the connection memory nearly spent, or a
   value refused, and then it holds still), another tenant's get of 100 kB
   is answered whole, five times, and the resident-memory check holds.
+- smallpool (with -m 16 -I 2m, a pool of 1.9 MB): a 1.5 MB value is
+  stored and answered whole by get and mg, though it is more than half
+  the connection memory (a tenant's share but for its largest values).
 - halfclose: ten values of 1,000,000 bytes; a client sends
   "get k0 ... k7\\r\\nmn\\r\\n" and shuts down its side before reading: it
   gets all eight values, END and MN, byte for byte, then the close.
@@ -652,6 +655,18 @@ def trickle(port, check_mb, conns):
     c.close()
 
 
+def smallpool(port, check_mb):
+    c = victim(port)
+    val = bytes(random.getrandbits(8) for _ in range(250)) * 6000
+    c.set(b"big:k", val)
+    if c.get(b"big:k") != val:
+        fail("a 1.5 MB value under -m 16: not its value")
+    if c.call(b"mg big:k v\r\n") != [b"VA %d\r\n" % len(val)] or c.f.read(len(val) + 2) != val + b"\r\n":
+        fail("mg of a 1.5 MB value under -m 16: not VA and its value")
+    check_rss(check_mb, "a 1.5 MB value under -m 16")
+    c.close()
+
+
 def halfclose(port):
     c = Client(port)
     vals = [(b"%d" % i) * (1000000 // len(b"%d" % i)) for i in range(10)]
@@ -677,7 +692,7 @@ def halfclose(port):
 
 SCENARIOS = {"multiget": multiget, "contended": contended, "partial": partial, "metrics": metrics,
              "prefixes": prefixes, "halfclose": halfclose, "unread": unread, "cut": cut,
-             "heldlines": heldlines, "trickle": trickle}
+             "heldlines": heldlines, "trickle": trickle, "smallpool": smallpool}
 
 
 def main():

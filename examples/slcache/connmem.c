@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "connmem.h"
 #include "slcache.h"
 #include "tenants.h"
@@ -42,8 +43,11 @@ struct cm_owner {
 };
 
 /* The shares, of the pool: a tenant's max and soft, the anonymous owner's,
- * and the part of the pool that only owners under their soft may take. */
+ * and the part of the pool that only owners under their soft may take.  A
+ * tenant's max holds at least its largest value and the output mark (a
+ * small pool, -m 16, must not refuse a 1 MB set that memcached takes). */
 #define SHARE_MAX(pool) ((pool) / 2)
+#define SHARE_ITEM ((uint64_t)opt.item_max + WBUF_HIGH)
 #define SHARE_SOFT(pool) ((pool) / 8)
 #define ANON_MAX(pool) ((pool) / 4)
 #define ANON_SOFT(pool) ((pool) / 16)
@@ -108,7 +112,8 @@ int connmem_start(void)
 	}
 	for (size_t i = 0; i < cm.nowners; i++) {
 		cm.owners[i].soft = SHARE_SOFT(cm.pool);
-		cm.owners[i].max = SHARE_MAX(cm.pool);
+		cm.owners[i].max = SHARE_MAX(cm.pool) >= SHARE_ITEM ? SHARE_MAX(cm.pool)
+				   : SHARE_ITEM < cm.pool ? SHARE_ITEM : cm.pool;
 	}
 	cm.anon.soft = ANON_SOFT(cm.pool);
 	cm.anon.max = ANON_MAX(cm.pool);

@@ -35,9 +35,9 @@ void connmem_stop(void);
  * key; a request or a value to the tenant of its key once the key, or its
  * prefix, is read), and what is read before any key, or answered for no
  * key (stats), to an anonymous owner.  A tenant may hold up to half the
- * pool (its max), and past an eighth (its soft) not the pool's last
- * quarter, which stays for the tenants under theirs; the anonymous owner
- * a quarter and a sixteenth.  So the clients of one tenant cannot take
+ * pool (its max; or, if more, -I and 256 KiB, within the pool), and past
+ * an eighth (its soft) not the pool's last quarter, which stays for the
+ * tenants under theirs; the anonymous owner a quarter and a sixteenth.  So the clients of one tenant cannot take
  * the memory that another's requests need.
  */
 struct cm_owner;
