@@ -748,7 +748,28 @@ static void stats_general(struct conn *c)
 	ob_printf(c, "STAT accounting %s\r\n", tenants_backend());
 	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
 	stat_u64(c, "usage", tot.usage);
-	tenants_stats(emit_tenant, c);
+}
+
+/*
+ * The tenants' lines of a stats answer, made as the socket drains, as a
+ * multiget's values are: past WBUF_HIGH of unsent output it stops before a
+ * tenant (c->get_at: that tenant's number + 1) and returns false, the line
+ * still unread; net.c calls again.  Thousands of tenants' lines never need
+ * more connection memory than that, and a tenant's lines stay together.
+ */
+static bool stats_tenants_part(struct conn *c)
+{
+	unsigned i = c->get_at ? (unsigned)(c->get_at - 1) : 0, n = tenants_count();
+
+	for (; i < n; i++) {
+		if (c->wend - c->wstart >= WBUF_HIGH) {
+			c->get_at = (size_t)i + 1;
+			return false;
+		}
+		tenants_stat_one(i, emit_tenant, c);
+	}
+	c->get_at = 0;
+	return true;
 }
 
 static void stats_settings(struct conn *c)
@@ -770,12 +791,13 @@ static void stats_settings(struct conn *c)
 	ob_printf(c, "STAT policy %s\r\n", opt.accounting ? policy_name(opt.policy) : "none");
 }
 
-static void cmd_stats(struct conn *c, struct tok *tk, size_t nt)
+static bool cmd_stats(struct conn *c, struct tok *tk, size_t nt)
 {
-	if (nt == 1) {
-		stats_general(c);
-	} else if (tok_is(&tk[1], "tenants")) {
-		tenants_stats(emit_tenant, c);
+	if (nt == 1 || tok_is(&tk[1], "tenants")) {
+		if (nt == 1 && !c->get_at)
+			stats_general(c);
+		if (!stats_tenants_part(c))
+			return false;
 	} else if (tok_is(&tk[1], "settings")) {
 		stats_settings(c);
 	} else if (tok_is(&tk[1], "items")) {
@@ -799,20 +821,20 @@ static void cmd_stats(struct conn *c, struct tok *tk, size_t nt)
 
 		if (nt < 4) {
 			ob_str(c, "CLIENT_ERROR bad command line\r\n");
-			return;
+			return true;
 		}
 		if (!tok_u32(&tk[2], &id) || !tok_u32(&tk[3], &limit)) {
 			ob_str(c, "CLIENT_ERROR bad command line format\r\n");
-			return;
+			return true;
 		}
 		if (id >= SLAB_CLASSES_MAX) {
 			ob_str(c, "CLIENT_ERROR Illegal slab id\r\n");
-			return;
+			return true;
 		}
 		/* item listing is not kept: an empty dump, as of an empty class */
 	} else if (tok_is(&tk[1], "reset")) {
 		ob_str(c, "RESET\r\n");
-		return;
+		return true;
 	} else if (tok_is(&tk[1], "detail")) {
 		/* Per-prefix statistics are the tenants' ("stats tenants"): the
 		 * switch is accepted and the dump is empty. */
@@ -822,12 +844,13 @@ static void cmd_stats(struct conn *c, struct tok *tk, size_t nt)
 			ob_str(c, "END\r\n");
 		else
 			ob_str(c, "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
-		return;
+		return true;
 	} else {
 		ob_str(c, "ERROR\r\n");
-		return;
+		return true;
 	}
 	ob_str(c, "END\r\n");
+	return true;
 }
 
 /* ---- dispatch ---- */
@@ -924,7 +947,7 @@ static bool process_line(struct conn *c, char *line, size_t len)
 		 tok_is(&tk[0], "gets") || tk[0].s[0] == 'g')
 		ob_str(c, "ERROR\r\n"); /* no key, or no exptime; or no such command */
 	else if (tok_is(&tk[0], "stats"))
-		cmd_stats(c, tk, nt);
+		return cmd_stats(c, tk, nt);
 	else if (tok_is(&tk[0], "flush_all"))
 		cmd_flush(c, tk, nt);
 	else if (tok_is(&tk[0], "version")) /* as memcached 1.6: arguments are ignored */

@@ -587,6 +587,21 @@ void tenants_stats(tenant_stats_fn fn, void *arg)
 	}
 }
 
+unsigned tenants_count(void)
+{
+	return atomic_load_explicit(&tn.nr_tenants, memory_order_acquire);
+}
+
+void tenants_stat_one(unsigned i, tenant_stats_fn fn, void *arg)
+{
+	struct tenant_stats st;
+
+	if (i >= tenants_count())
+		return;
+	tenant_snapshot(tn.tenants[i], &st);
+	fn(arg, lru_tenant_name(tn.tenants[i]), &st);
+}
+
 void tenants_totals(struct tenant_stats *out)
 {
 	unsigned i, n = atomic_load_explicit(&tn.nr_tenants, memory_order_acquire);

@@ -48,6 +48,10 @@ _Atomic int64_t *tenant_flush_at(struct lru_tenant *t);
 void tenants_each(void (*fn)(struct lru_tenant *t, void *arg), void *arg);
 
 void tenants_stats(tenant_stats_fn fn, void *arg);
+/* The number of tenants, and @fn on the tenant numbered @i (in creation
+ * order; nothing if there is none): a stats answer made in parts. */
+unsigned tenants_count(void);
+void tenants_stat_one(unsigned i, tenant_stats_fn fn, void *arg);
 void tenants_totals(struct tenant_stats *out);
 
 /** "jemalloc", "malloc" or "shared-lru". */
