@@ -85,7 +85,7 @@ START_TEST(store_opts_init_sets_the_defaults)
 	ck_assert_uint_eq(lo.size, sizeof(lo));
 	ck_assert_uint_eq(lo.flags, 0);
 	ck_assert_uint_eq(lo.period_ms, 200);
-	ck_assert_uint_eq(lo.ttl_ms, 3000);
+	ck_assert_uint_eq(lo.ttl_ms, 10000);
 	ck_assert_uint_eq(lo.margin_ms, 1000);
 	ck_assert_uint_eq(lo.idle_ms, 30000);
 	ck_assert_ptr_null(lo.demand);
@@ -450,7 +450,7 @@ START_TEST(join_applies_the_share_and_leave_restores_the_limits)
 	ck_assert_uint_eq(st.floor, 200);
 	ck_assert_uint_eq(st.renewals, 1);
 	ck_assert_int_gt(st.expires_ms, 0);
-	ck_assert_int_le(st.expires_ms, 3000 - 1000);
+	ck_assert_int_le(st.expires_ms, 10000 - 1000); /* the default ttl and margin */
 	lim = limits_of(g);
 	ck_assert_uint_eq(lim.max, 300);
 	ck_assert_uint_eq(lim.soft, 400 * 300 / 1000);

@@ -306,6 +306,137 @@ START_TEST(demand_otherwise_is_usage_with_a_little_headroom)
 }
 END_TEST
 
+/* A period of @n units read again, each after @idle_ms, over @ms: the
+ * report a host's demand hook gives. */
+static void fold_periods(struct sl__lease_reuse *r, int periods, uint64_t n, uint64_t idle_ms,
+			 uint64_t ms)
+{
+	for (int i = 0; i < periods; i++)
+		sl__lease_reuse_fold(r, n * idle_ms, n ? idle_ms : 0, ms);
+}
+
+/* A demand from @r with no earlier one (the eighth given back is of usage). */
+static uint64_t first_demand(struct sl__lease_reuse *r, uint64_t share, uint64_t usage,
+			     uint64_t idle_ms, uint64_t evicted)
+{
+	r->asked = 0;
+	return sl__lease_demand_reuse(r, share, usage, 0, 5000, idle_ms, 30000, evicted, 0);
+}
+
+START_TEST(demand_reuse_tells_a_live_tail_from_a_dead_one)
+{
+	/*
+	 * Two caches of 1000 units at a share of 1000, evicting 100 units a
+	 * period each: one whose units are each read again every 5 s (50 a
+	 * 250 ms period), one whose items nobody reads again.
+	 */
+	struct sl__lease_reuse live = { 0 }, dead = { 0 };
+	struct sl__lease_alloc_in in[2] = { { 0 } };
+	uint64_t out[2];
+
+	fold_periods(&live, 40, 50, 5000, 250);
+	fold_periods(&dead, 40, 0, 0, 250);
+	ck_assert_uint_eq(live.live, 1000); /* Little: 50 units x 5 s a 250 ms period */
+	ck_assert_uint_eq(dead.live, 0);
+	/* Both tails idle 4 s, inside either horizon. */
+	in[0].demand = sl__lease_demand_reuse(&live, 1000, 1000, 0, 2000, 4000, 30000, 100, 0);
+	in[1].demand = sl__lease_demand_reuse(&dead, 1000, 1000, 0, 2000, 4000, 30000, 100, 0);
+	ck_assert_uint_eq(in[0].demand, 1250); /* pressed and live: a quarter more */
+	ck_assert_uint_eq(in[1].demand, 875);  /* an eighth goes back this period */
+	sl__lease_alloc_maxmin(2000, 2, in, out);
+	ck_assert_uint_gt(out[0], 1000);
+	ck_assert_uint_lt(out[1], 1000);
+	/* The old rule, given the same evictions, asks the same of both. */
+	ck_assert_uint_eq(sl__lease_demand(1000, 1000, 0, 2000, 4000, 30000, 100, 0), 1250);
+	/* The dead one keeps giving back an eighth of what it asked, even
+	 * with room given back to it as headroom (its usage unchanged). */
+	ck_assert_uint_eq(sl__lease_demand_reuse(&dead, 1000, 1000, 0, 2000, 4000, 30000, 100, 0),
+			  766);
+	/* Not pressed, the live one asks for its live memory and an eighth. */
+	ck_assert_uint_eq(first_demand(&live, 1000, 1000, 4000, 0), 1125);
+	/* Evicting with less than a third live is not pressure. */
+	live.live = 300;
+	ck_assert_uint_eq(first_demand(&live, 1000, 1000, 4000, 100), 875);
+	/* Reads that stop: within a few seconds the memory stops counting. */
+	fold_periods(&live, 12, 0, 0, 250);
+	ck_assert_uint_lt(live.live, 1000 / 10);
+	/* Floor and budget still bound it. */
+	live.asked = 0;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&live, 1000, 1000, 950, 2000, 4000, 30000, 0, 0),
+			  950);
+	live.live = 5000;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&live, 1000, 1000, 0, 1100, 4000, 30000, 0, 0),
+			  1100);
+	live.live = UINT64_MAX;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&live, UINT64_MAX, 0, 0, UINT64_MAX, 0, 30000,
+						 UINT64_MAX, UINT64_MAX),
+			  UINT64_MAX);
+}
+END_TEST
+
+START_TEST(demand_reuse_horizon_follows_the_reuse_interval)
+{
+	struct sl__lease_reuse r = { 0 };
+
+	/* Tail items read again after 3 s: memory idle past 6 s is dead. */
+	fold_periods(&r, 8, 10, 3000, 250);
+	ck_assert_uint_eq(sl__lease_horizon(&r, 30000), 6000);
+	r.live = 2000;
+	ck_assert_uint_eq(first_demand(&r, 1000, 1000, 7000, 0), 875);
+	ck_assert_uint_eq(first_demand(&r, 1000, 1000, 5000, 0), 2250);
+	/* One read after 20 s: the horizon reaches it at once, within the
+	 * idle limit (30 s), and the same tail is no longer past it. */
+	sl__lease_reuse_fold(&r, 20000, 20000, 250);
+	ck_assert_uint_eq(sl__lease_horizon(&r, 30000), 30000);
+	r.live = 2000;
+	ck_assert_uint_eq(first_demand(&r, 1000, 1000, 7000, 0), 2250);
+	/* Without more of them it decays back toward the 3 s reads. */
+	fold_periods(&r, 400, 10, 3000, 250);
+	ck_assert_uint_le(sl__lease_horizon(&r, 30000), 6500);
+	/* Never below the shortest horizon, whatever the reads. */
+	fold_periods(&r, 400, 10, 100, 250);
+	ck_assert_uint_eq(sl__lease_horizon(&r, 30000), SL__LEASE_HORIZON_MIN_MS);
+	/* An idle limit below it wins: --lease-idle is the longest horizon. */
+	ck_assert_uint_eq(sl__lease_horizon(&r, 1000), 1000);
+}
+END_TEST
+
+START_TEST(demand_reuse_of_a_filling_cache_asks_to_go_on_filling)
+{
+	struct sl__lease_reuse r = { 0 };
+
+	/* Nothing read again yet (new keys, not due): a first demand at 1000
+	 * gives an eighth back; filled by 100 since, it asks for four times
+	 * that growth more, though its live memory says nothing yet. */
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 2000, 1000, 0, 5000, 1000, 30000, 0, 0), 875);
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 2000, 1100, 0, 5000, 1000, 30000, 0, 0),
+			  1100 + SL__LEASE_GROW_PERIODS * 100);
+	/* Not growing: back to giving an eighth a period. */
+	ck_assert_uint_lt(sl__lease_demand_reuse(&r, 2000, 1100, 0, 5000, 1000, 30000, 0, 0), 1100);
+	/* Growth past the horizon is no evidence: the eighth goes anyway. */
+	r.asked = 1100;
+	r.used = 1000;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 2000, 1100, 0, 5000, 60000, 30000, 0, 0), 963);
+	/* Saturating at the budget. */
+	r.used = 0;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 2000, UINT64_MAX, 0, 5000, 1000, 30000, 0, 0),
+			  5000);
+}
+END_TEST
+
+START_TEST(demand_reuse_fold_neither_overflows_nor_divides_by_zero)
+{
+	struct sl__lease_reuse r = { 0 };
+
+	sl__lease_reuse_fold(&r, UINT64_MAX, UINT64_MAX, 0);
+	ck_assert_uint_eq(r.live, UINT64_MAX);
+	ck_assert_uint_eq(sl__lease_horizon(&r, UINT64_MAX), UINT64_MAX);
+	sl__lease_reuse_fold(&r, UINT64_MAX, 0, UINT64_MAX);
+	ck_assert_uint_le(r.live, UINT64_MAX);
+	ck_assert_uint_le(r.horizon_ms, UINT64_MAX / 2);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lease_alloc");
@@ -322,6 +453,10 @@ int main(void)
 	tcase_add_test(tc, demand_of_idle_memory_gives_back_an_eighth_not_below_the_floor);
 	tcase_add_test(tc, demand_under_pressure_asks_a_quarter_more_or_what_it_lost);
 	tcase_add_test(tc, demand_otherwise_is_usage_with_a_little_headroom);
+	tcase_add_test(tc, demand_reuse_tells_a_live_tail_from_a_dead_one);
+	tcase_add_test(tc, demand_reuse_horizon_follows_the_reuse_interval);
+	tcase_add_test(tc, demand_reuse_of_a_filling_cache_asks_to_go_on_filling);
+	tcase_add_test(tc, demand_reuse_fold_neither_overflows_nor_divides_by_zero);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

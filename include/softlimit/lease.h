@@ -55,12 +55,22 @@
  * trip, plus the time to lower its group's max (sl_group_set_limits(), which
  * holds for every later charge at once) must be shorter than margin_ms; and
  * the clocks of the holder and of the etcd leader may drift apart by less
- * than margin_ms over one ttl_ms.  With the defaults (ttl 3 s, margin 1 s) a
- * drift of 1 s in 3 s is far beyond what NTP-kept clocks do; a stall longer
+ * than margin_ms over one ttl_ms.  With the defaults (ttl 10 s, margin 1 s) a
+ * drift of 1 s in 10 s is far beyond what NTP-kept clocks do; a stall longer
  * than the margin (a process stopped, a VM paused) is what the fence is for:
  * the stalled holder's memory stops counting once the store's lease ends, and
  * it shrinks to its floor before serving again.  shm needs no such
  * assumption: one host, one CLOCK_MONOTONIC, and liveness from the kernel.
+ *
+ * Outages (etcd): a failed store call is tried again after a quarter
+ * period, so a holder keeps its share through an outage (a leader change,
+ * members down) that ends within ttl_ms - margin_ms - period_ms of its last
+ * renewal, and falls to its floor only after that.  The same ttl_ms is how
+ * long a dead node's share stays counted before the others may use it.  So
+ * a longer ttl rides out longer outages and reuses a dead node's room later:
+ * the default, 10 s, rides out about 8.8 s (an etcd election takes one to a
+ * few seconds; a member restart more) and frees a dead node's room within
+ * about 10 s (whole seconds, as etcd counts them) and a period.
  *
  * Floors: a budget's min is divided among its live participants: each one's
  * floor tends to min / n.  A joiner's floor comes only from room no one holds
@@ -90,7 +100,18 @@
  * Demand: a cache always fills its share, so usage is not demand.  Each
  * period the lease asks the host (struct sl_lease_opts.demand) what the
  * memory is worth at the margin: the idle time of its coldest item, what it
- * evicted and what refaulted since the last period.  Memory nobody touches
+ * evicted and what refaulted since the last period, and (a host that can)
+ * its reuse: each unit read again times how long it had sat idle.
+ * With reuse, the live memory is the reuse flow (by Little's law, the
+ * memory the reused units held between their reads), smoothed over about a
+ * second: memory nobody reads again adds nothing to it, however much of it
+ * is evicted.  The lease asks for its live memory and an eighth more; a
+ * group that evicts while at least a third of its usage is live asks for
+ * more than its share (four times what it lost, up to a quarter), and one
+ * that is filling asks for four periods more of its growth; memory
+ * idle past the horizon (twice the longest reuse interval seen lately, at
+ * least 2 s, at most idle_ms) goes back, and so does the rest of what is not
+ * live, an eighth a period.  Without reuse: memory nobody touches
  * (the coldest item idle longer than idle_ms) is given back, an eighth of
  * it a period; a group that evicts or refaults at its share asks for more;
  * otherwise it asks for what it uses.  The store's shares follow demand by
@@ -250,13 +271,22 @@ struct sl_lease_demand {
 	uint64_t idle_ms;   /* how long the coldest item was not touched; UINT64_MAX: unknown */
 	uint64_t evicted;   /* units evicted to make room under the share since the last call */
 	uint64_t refaulted; /* units charged again soon after their eviction, since the last */
+	/* Reuse (0.2.3): what tells live memory from dead.  Since the last
+	 * call, each unit read again times how long (ms) it had sat idle
+	 * before, summed; a refaulted unit counts too, with the host's best
+	 * guess of how long ago it was last read.  UINT64_MAX: unknown. */
+	uint64_t reused;
+	uint64_t reuse_ms;  /* the longest idle (ms) after which a unit was read again
+			     * since the last call (a hit on the coldest items); 0: none */
 };
 
 /*
- * Fill @out (preset to unknown, 0, 0).  Runs on the sl_lease_run() thread,
- * once per lease per period; must not block for long nor call lease
- * functions.  NULL hook: the lease uses what the group shows (charges that hit
- * its max since the last period count as evictions).
+ * Fill @out (preset to unknown, 0, 0, unknown, 0).  Runs on the
+ * sl_lease_run() thread, once per lease per period; must not block for long
+ * nor call lease functions.  A host that leaves reused unknown gets the rule
+ * of "Demand" for idle_ms, evicted and refaulted; one that fills it gets
+ * the reuse rule there.  NULL hook: the lease uses what the group shows
+ * (charges that hit its max since the last period count as evictions).
  */
 typedef void (*sl_lease_demand_fn)(sl_lease *l, struct sl_lease_demand *out, void *ctx);
 
@@ -271,7 +301,7 @@ struct sl_lease_opts {
 	uint32_t size;        /* sizeof(struct sl_lease_opts): set by the init call      */
 	uint32_t flags;       /* SL_LEASE_DEFERRED                                       */
 	uint32_t period_ms;   /* how often the lease is renewed and its share moved (200) */
-	uint32_t ttl_ms;      /* how long a renewal holds in the store (3000)            */
+	uint32_t ttl_ms;      /* how long a renewal holds in the store (10000)           */
 	uint32_t margin_ms;   /* the holder's view ends this much before the store's (1000) */
 	uint32_t idle_ms;     /* memory idle this long is given back (30000)             */
 	sl_lease_demand_fn demand; /* NULL: see sl_lease_demand_fn                      */

@@ -172,3 +172,84 @@ uint64_t sl__lease_demand(uint64_t share, uint64_t usage, uint64_t floor, uint64
 	}
 	return max_u64(min_u64(want, budget_max), floor);
 }
+
+/* @x moved toward @to by @num / @den of the way (@num <= @den). */
+static uint64_t toward(uint64_t x, uint64_t to, uint64_t num, uint64_t den)
+{
+	double step = ((double)to - (double)x) * (double)num / (double)den;
+	double y = (double)x + step;
+
+	return y <= 0 ? 0 : y >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)y;
+}
+
+void sl__lease_reuse_fold(struct sl__lease_reuse *r, uint64_t reused, uint64_t reuse_ms,
+			  uint64_t elapsed_ms)
+{
+	uint64_t flow, e = elapsed_ms ? elapsed_ms : 1;
+
+	flow = reused / e;
+	if (!r->known) {
+		/* The first report is all there is to go on. */
+		r->live = flow;
+		r->horizon_ms = reuse_ms;
+		r->known = 1;
+		return;
+	}
+	/* An exponential average: weight e / (e + tau) for the new flow. */
+	r->live = toward(r->live, flow, e, e + SL__LEASE_REUSE_TAU_MS);
+	if (reuse_ms >= r->horizon_ms)
+		r->horizon_ms = reuse_ms;
+	else
+		r->horizon_ms = toward(r->horizon_ms, reuse_ms, e, e + SL__LEASE_HORIZON_TAU_MS);
+}
+
+uint64_t sl__lease_horizon(const struct sl__lease_reuse *r, uint64_t idle_limit_ms)
+{
+	uint64_t h = max_u64(add_sat(r->horizon_ms, r->horizon_ms), SL__LEASE_HORIZON_MIN_MS);
+
+	return min_u64(h, idle_limit_ms);
+}
+
+uint64_t sl__lease_demand_reuse(struct sl__lease_reuse *r, uint64_t share, uint64_t usage,
+				uint64_t floor, uint64_t budget_max, uint64_t idle_ms,
+				uint64_t idle_limit_ms, uint64_t evicted, uint64_t refaulted)
+{
+	uint64_t live = r->live, want = add_sat(live, live / 8);
+	/* Dead memory goes back an eighth a period, of what it used or last
+	 * asked for, whichever is less: the room given back is spread over
+	 * everyone as headroom, and what a dead cache gets back of it must
+	 * not hold its demand up. */
+	uint64_t base = r->asked ? min_u64(usage, r->asked) : usage, keep = base - base / 8;
+
+	/* Evictions are demand only where reuse shows the memory live: a
+	 * cache whose items nobody reads again evicts as much as one whose
+	 * items are read, and only the second gains from more room (a third
+	 * live: a cache growing into new keys shows their reuse late).  It asks
+	 * four times what it lost, up to a quarter of its share. */
+	if (evicted && live >= usage / 3) {
+		uint64_t lost = add_sat(evicted, refaulted);
+		uint64_t more = lost > UINT64_MAX / 4 ? UINT64_MAX : lost * 4;
+
+		want = max_u64(want, add_sat(share, min_u64(share / 4, more)));
+	}
+	/* A cache filling asks for room to go on filling as fast for a few
+	 * periods more: after a shift of load, reuse shows late (a key is read
+	 * again only after its interval), and room others give back is spread
+	 * over everyone as headroom, where a dead cache keeps what it holds. */
+	if (r->asked && usage > r->used) {
+		uint64_t grew = usage - r->used, n = SL__LEASE_GROW_PERIODS;
+
+		want = max_u64(want, add_sat(usage, grew > UINT64_MAX / n ? UINT64_MAX : grew * n));
+	}
+	/* Past the horizon nothing in the tail is read again: an eighth goes,
+	 * even where the flow (which lags by its smoothing) says it is live. */
+	if (idle_ms != UINT64_MAX && idle_ms > sl__lease_horizon(r, idle_limit_ms))
+		want = min_u64(want, keep);
+	/* A cache read in bursts does not drop what the next burst needs on
+	 * one quiet period. */
+	want = max_u64(want, keep);
+	want = max_u64(min_u64(want, budget_max), floor);
+	r->asked = want;
+	r->used = usage;
+	return want;
+}

@@ -37,4 +37,58 @@ uint64_t sl__lease_demand(uint64_t share, uint64_t usage, uint64_t floor, uint64
 			  uint64_t idle_ms, uint64_t idle_limit_ms, uint64_t evicted,
 			  uint64_t refaulted);
 
+/*
+ * A lease's reading of its host's reuse reports (lease.h, struct
+ * sl_lease_demand's reused and reuse_ms), carried from period to period.
+ */
+struct sl__lease_reuse {
+	uint64_t live;       /* units shown live: the reuse flow, smoothed (below)   */
+	uint64_t horizon_ms; /* the longest reuse interval seen lately, decaying     */
+	uint64_t asked;      /* the last demand made from it (0: none yet)            */
+	uint64_t used;       /* the usage that demand was made at                      */
+	int known;           /* a report was folded in                               */
+};
+
+/* The reuse flow is smoothed over about this long: long enough to average
+ * the rare reuses of slow items, short enough that memory that stopped
+ * being read stops counting within a few seconds. */
+#define SL__LEASE_REUSE_TAU_MS 1000
+/* The horizon decays toward what is seen now over about this long. */
+#define SL__LEASE_HORIZON_TAU_MS 10000
+/* A cache that filled by X in a period asks for X this many times more. */
+#define SL__LEASE_GROW_PERIODS 4
+/* The shortest horizon: reuse timed to the second (slcache's atime) makes
+ * anything shorter noise. */
+#define SL__LEASE_HORIZON_MIN_MS 2000
+
+/*
+ * Fold one report, @reused (units x ms, summed over the units read again)
+ * and @reuse_ms (the longest idle before a read), covering @elapsed_ms,
+ * into @r.  By Little's law the flow reused / elapsed is the memory the
+ * reused units occupied between their reads: the live memory; memory no
+ * one reads again adds nothing to it, however much of it there is.
+ */
+void sl__lease_reuse_fold(struct sl__lease_reuse *r, uint64_t reused, uint64_t reuse_ms,
+			  uint64_t elapsed_ms);
+
+/*
+ * The idle horizon: memory idle longer than this is dead.  Twice the reuse
+ * interval seen lately, within [SL__LEASE_HORIZON_MIN_MS, @idle_limit_ms].
+ */
+uint64_t sl__lease_horizon(const struct sl__lease_reuse *r, uint64_t idle_limit_ms);
+
+/*
+ * What a participant asks for when its host reports reuse (@r, folded):
+ * its live memory and an eighth more (room to show growth); more than its
+ * share when it evicts and at least a third of its usage is live; its
+ * usage and SL__LEASE_GROW_PERIODS times what it grew by since its last
+ * demand, when it grew; never
+ * less than seven eighths of its usage or of its last demand, if less (it
+ * gives back an eighth a period), and never more than that when its
+ * coldest memory has sat idle past the horizon.  Notes the demand in @r.
+ */
+uint64_t sl__lease_demand_reuse(struct sl__lease_reuse *r, uint64_t share, uint64_t usage,
+				uint64_t floor, uint64_t budget_max, uint64_t idle_ms,
+				uint64_t idle_limit_ms, uint64_t evicted, uint64_t refaulted);
+
 #endif /* SL_LEASE_ALLOC_H */

@@ -210,7 +210,7 @@ void sl_lease_opts_init(struct sl_lease_opts *opts)
 	memset(opts, 0, sizeof(*opts));
 	opts->size = sizeof(*opts);
 	opts->period_ms = 200;
-	opts->ttl_ms = 3000;
+	opts->ttl_ms = 10000;
 	opts->margin_ms = 1000;
 	opts->idle_ms = 30000;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "store.h"
 
 struct sl_lease_store {
@@ -91,6 +92,8 @@ struct sl_lease {
 	uint64_t raising;      /* a raise of applied under way: shown before it holds */
 	uint64_t usage, demand; /* as last reported */
 	uint64_t events_max;   /* the group's events_max at the last step */
+	struct sl__lease_reuse reuse; /* the host's reuse reports, folded (alloc.h) */
+	int64_t demand_ns;     /* when the demand hook last ran (0: never) */
 	int64_t expiry_ns;     /* the end of our own view of the lease (CLOCK_MONOTONIC) */
 	int64_t next_ns;       /* when the run loop steps it next */
 	enum sl_lease_state state;

@@ -56,18 +56,30 @@ static void rejoin(struct sl_lease *l, const struct sl__lease_view *v)
 		l->counts.store_errors++;
 }
 
-/* What the host says the memory is worth, turned into a demand. */
+/* What the host says the memory is worth, turned into a demand.  A host
+ * that reports reuse is judged by it (alloc.h: the live memory, the idle
+ * horizon); one that does not, by its evictions and idle time. */
 static uint64_t my_demand(struct sl_lease *l, uint64_t c, uint64_t events_max, uint64_t budget_max)
 {
-	struct sl_lease_demand d = { UINT64_MAX, 0, 0 };
+	struct sl_lease_demand d = { UINT64_MAX, 0, 0, UINT64_MAX, 0 };
+	int64_t now = sl__lease_now_ns();
+	uint64_t elapsed_ms;
 
 	if (l->opts.demand)
 		l->opts.demand(l, &d, l->opts.demand_ctx);
 	else
 		d.evicted = events_max - l->events_max;
 	l->events_max = events_max;
-	return sl__lease_demand(l->applied, c, l->floor, budget_max, d.idle_ms, l->opts.idle_ms,
-				d.evicted, d.refaulted);
+	/* What the report covers: since the hook last ran (a retried step
+	 * runs sooner than a period), a period the first time. */
+	elapsed_ms = l->demand_ns ? (uint64_t)(now - l->demand_ns) / NS_PER_MS : l->opts.period_ms;
+	l->demand_ns = now;
+	if (d.reused == UINT64_MAX)
+		return sl__lease_demand(l->applied, c, l->floor, budget_max, d.idle_ms,
+					l->opts.idle_ms, d.evicted, d.refaulted);
+	sl__lease_reuse_fold(&l->reuse, d.reused, d.reuse_ms, elapsed_ms);
+	return sl__lease_demand_reuse(&l->reuse, l->applied, c, l->floor, budget_max, d.idle_ms,
+				      l->opts.idle_ms, d.evicted, d.refaulted);
 }
 
 /* Our target into *@t: max-min fair over the live participants, from this
