@@ -80,6 +80,7 @@ struct lru_tenant {
 	size_t nbuckets;
 	struct lru_stats st;    /* under *lock                                      */
 	struct ghosts ghosts;   /* under *lock; accounted mode only                 */
+	uint64_t reused, reuse_max; /* under *lock: the host's reuse notes, since taken */
 };
 
 struct lru_cache {
@@ -800,6 +801,30 @@ int lru_tenant_stats(struct lru_tenant *t, struct lru_stats *out)
 	pthread_mutex_lock(t->lock);
 	*out = t->st;
 	out->ghosts = t->ghosts.count;
+	pthread_mutex_unlock(t->lock);
+	return 0;
+}
+
+void lru_tenant_note_reuse(struct lru_tenant *t, uint64_t bytes, uint64_t idle)
+{
+	uint64_t x = bytes * idle;
+
+	/* Saturating: a sum that would wrap says "a lot", not "little". */
+	if (idle && x / idle != bytes)
+		x = UINT64_MAX;
+	t->reused = t->reused + x < t->reused ? UINT64_MAX : t->reused + x;
+	if (idle > t->reuse_max)
+		t->reuse_max = idle;
+}
+
+int lru_tenant_take_reuse(struct lru_tenant *t, uint64_t *reused, uint64_t *max_idle)
+{
+	if (!t || !reused || !max_idle)
+		return -EINVAL;
+	pthread_mutex_lock(t->lock);
+	*reused = t->reused;
+	*max_idle = t->reuse_max;
+	t->reused = t->reuse_max = 0;
 	pthread_mutex_unlock(t->lock);
 	return 0;
 }

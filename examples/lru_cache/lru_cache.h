@@ -287,6 +287,22 @@ int lru_store(struct lru_tenant *t, const void *key, size_t keylen, const void *
  */
 int lru_tenant_oldest(struct lru_tenant *t, struct lru_meta *out);
 
+/**
+ * lru_tenant_note_reuse() - the host saw @bytes of @t read again after
+ * sitting idle @idle (its own unit, say ms): adds @bytes * @idle to @t's
+ * reuse sum (saturating) and keeps the largest @idle.  Call it only from an
+ * lru_visit() callback on @t (its lock is held).  A lease host's demand
+ * hook reports the sum (softlimit/lease.h, struct sl_lease_demand).
+ */
+void lru_tenant_note_reuse(struct lru_tenant *t, uint64_t bytes, uint64_t idle);
+
+/**
+ * lru_tenant_take_reuse() - the sum and the largest idle noted since the
+ * last take into *@reused and *@max_idle, and start again from 0.  Returns
+ * 0, or -EINVAL for NULL arguments.  Thread-safe.
+ */
+int lru_tenant_take_reuse(struct lru_tenant *t, uint64_t *reused, uint64_t *max_idle);
+
 /** Flags of lru_visit(). */
 enum { LRU_VISIT_NOSTATS = 1u << 0 }; /* count neither a hit nor a miss */
 

@@ -88,6 +88,7 @@ struct entry {
 	_Atomic(sl_lease *) l;
 	/* The demand hook's last figures: the lease thread's only. */
 	uint64_t last_evicted, last_refaulted;
+	int64_t last_ms; /* when the hook last ran (0: never) */
 	uint64_t own_max; /* the group's max before it joined (--tenant max=) */
 	/* What the watcher last logged about: the watcher's only. */
 	uint64_t seen_fences, seen_resets, seen_share;
@@ -195,20 +196,45 @@ static uint64_t pressed(const struct lru_stats *st)
 	return st->evicted_bytes + st->set_fail_bytes;
 }
 
+static int64_t now_ms(void);
+
+/* How long ago a refaulted key was last read, a guess: it sat idle as long
+ * as the coldest item does now, then among the ghosts for about half their
+ * reach, at the rate this tenant evicts. */
+static uint64_t refault_age_ms(uint64_t idle_ms, uint64_t evicted, uint64_t elapsed_ms)
+{
+	uint64_t ghosted = evicted ? (uint64_t)((double)opt.ghosts / 2 * (double)elapsed_ms /
+						(double)evicted) : 0;
+	uint64_t age = idle_ms + ghosted;
+
+	return age < idle_ms || age > opt.lease_idle_ms ? opt.lease_idle_ms : age;
+}
+
 static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 {
 	struct entry *e = ctx;
 	struct lru_stats st;
 	struct lru_meta oldest;
 	struct sl_limits cur;
+	uint64_t reused = 0, reuse_ms = 0, elapsed_ms;
+	int64_t now = now_ms();
 	bool own_cap;
 
 	(void)l;
+	elapsed_ms = e->last_ms && now > e->last_ms ? (uint64_t)(now - e->last_ms) : opt.lease_period_ms;
+	e->last_ms = now;
 	/* A tenant whose own max (--tenant NAME:max=) is what holds it back
 	 * would gain nothing from a larger share: its evictions are no demand
 	 * on the budget. */
 	own_cap = e->own_max != SL_UNLIMITED && sl_group_limits(lru_tenant_group(e->t), &cur) == 0 &&
 		  cur.max >= e->own_max;
+	/* storage.c keeps each item's last read (or store) in atime, in
+	 * seconds: idle time to the second is plenty against --lease-idle. */
+	if (lru_tenant_oldest(e->t, &oldest) == 0) {
+		int64_t secs = (int64_t)time(NULL);
+
+		out->idle_ms = secs > (int64_t)oldest.atime ? (uint64_t)(secs - oldest.atime) * 1000 : 0;
+	}
 	/* A set refused for want of room is pressure at the share as much as
 	 * an eviction: without it, a tenant at a share of 0 (it joined while
 	 * others held everything) would evict nothing and never ask. */
@@ -218,12 +244,19 @@ static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 		e->last_evicted = pressed(&st);
 		e->last_refaulted = st.refault_bytes;
 	}
-	/* storage.c keeps each item's last read (or store) in atime, in
-	 * seconds: idle time to the second is plenty against --lease-idle. */
-	if (lru_tenant_oldest(e->t, &oldest) == 0) {
-		int64_t now = (int64_t)time(NULL);
+	/* Reuse: storage.c notes every read's bytes times how long the item
+	 * sat idle; a refault (--ghosts) is a read the share was too small
+	 * to hit, counted at its guessed age.  Memory no one reads again adds
+	 * nothing, however much of it is evicted. */
+	if (lru_tenant_take_reuse(e->t, &reused, &reuse_ms) == 0 && !own_cap) {
+		uint64_t idle = out->idle_ms == UINT64_MAX ? 0 : out->idle_ms;
+		uint64_t age = refault_age_ms(idle, out->evicted, elapsed_ms);
+		uint64_t rf = out->refaulted * age;
 
-		out->idle_ms = now > (int64_t)oldest.atime ? (uint64_t)(now - oldest.atime) * 1000 : 0;
+		if (age && rf / age != out->refaulted)
+			rf = UINT64_MAX;
+		out->reused = reused + rf < reused ? UINT64_MAX : reused + rf;
+		out->reuse_ms = reuse_ms;
 	}
 }
 

@@ -26,7 +26,7 @@ struct options opt = {
 	.headroom_pct = 3,
 	.stall_timeout = 10,
 	.lease_period_ms = 200,
-	.lease_ttl_ms = 3000,
+	.lease_ttl_ms = 10000,
 	.lease_idle_ms = 30000,
 	.lease_wait_ms = 5000,
 };
@@ -79,7 +79,7 @@ static void usage(FILE *f)
 		"                   evicted keys are read again most (ghosts on)\n"
 		"  --ghosts SIZE    each tenant remembers the keys of the last SIZE bytes it\n"
 		"                   had evicted, to count refaults (default -m/16 with\n"
-		"                   --policy refault, else 0: off)\n"
+		"                   --policy refault, -m/8 with --lease-store, else 0: off)\n"
 		"  --tenant SPEC    declare a tenant (key prefix before ':') with limits; SIZE takes\n"
 		"                   K, M, G suffixes or a percentage of -m (soft=40%%)\n"
 		"  --no-accounting  one shared LRU of -m bytes, no softlimit (the baseline)\n"
@@ -97,7 +97,7 @@ static void usage(FILE *f)
 		"                   etcd://HOST:PORT[,...]/PREFIX) shares it with the other\n"
 		"                   processes in it: its max is its lease (softlimitctl(1))\n"
 		"  --lease-period MS  how often leases are renewed and shares moved (200)\n"
-		"  --lease-ttl MS   how long a renewal holds in the store (3000)\n"
+		"  --lease-ttl MS   how long a renewal holds in the store (10000)\n"
 		"  --lease-idle MS  a tenant gives back memory unread this long (30000)\n"
 		"  --lease-wait MS  a new leased tenant's writes wait this long for its share,\n"
 		"                   then fail naming the store (5000)\n"
@@ -322,8 +322,11 @@ void options_parse(int argc, char **argv)
 		opt.conn_memory = opt.max_bytes / 100 * conn_memory_pct;
 	if (opt.conn_memory > opt.max_bytes / 2)
 		die_usage("--conn-memory is reserved within -m: at most half of it");
+	/* A leased tenant's refaults are its evidence that a larger share
+	 * would be read (lease.c): ghosts on, reaching an eighth of -m. */
 	if (!ghosts_set)
-		opt.ghosts = opt.policy == SL_POLICY_REFAULT ? opt.max_bytes / 16 : 0;
+		opt.ghosts = opt.policy == SL_POLICY_REFAULT ? opt.max_bytes / 16
+			     : opt.lease_store && opt.accounting ? opt.max_bytes / 8 : 0;
 	if (opt.ghosts && !opt.accounting)
 		die_usage("--ghosts reports refaults to softlimit: it does not go with --no-accounting");
 	if (opt.lease_store && !opt.accounting)

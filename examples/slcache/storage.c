@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "slcache.h"
 #include "storage.h"
 #include "tenants.h"
 
@@ -155,6 +156,8 @@ struct read_ctx {
 	const struct store_read *how;
 	store_emit_fn emit;
 	void *arg;
+	struct lru_tenant *t;
+	size_t keylen;
 };
 
 static void read_item(void *arg, struct lru_meta *m, const void *value, size_t vlen)
@@ -187,16 +190,25 @@ static void read_item(void *arg, struct lru_meta *m, const void *value, size_t v
 			return;
 	}
 	if (!how || (!how->nostats && !how->noupdate)) {
+		int64_t now = store_now();
+
+		/* A read after idling: the lease's evidence that the memory is
+		 * live (lease.c).  atime is to the second, but over many reads
+		 * the difference of two truncated times averages to the true
+		 * interval. */
+		if (opt.lease_store && now > (int64_t)m->atime)
+			lru_tenant_note_reuse(r->t, lru_item_size(r->keylen, vlen),
+					      (uint64_t)(now - (int64_t)m->atime) * 1000);
 		m->bits |= META_FETCHED;
-		m->atime = (uint32_t)store_now();
+		m->atime = (uint32_t)now;
 	}
 }
 
 enum store_result store_get(const char *key, size_t keylen, const struct store_read *how,
 			    store_emit_fn emit, void *arg)
 {
-	struct read_ctx r = { how, emit, arg };
 	struct lru_tenant *t = tenant_of(key, keylen);
+	struct read_ctx r = { how, emit, arg, t, keylen };
 	unsigned flags = how && how->nostats ? LRU_VISIT_NOSTATS : 0;
 	unsigned tries;
 
