@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# benchmarks/bench_fleet.sh [--quick] [--no-scale] - issue Fleet's benchmark:
+# benchmarks/bench_fleet.sh [--quick] [--no-scale] [--workload NAME] - issue
+# Fleet's benchmark:
 # three tenants' budgets shared by three slcache nodes through a real
 # 3-member etcd cluster on loopback (etcd:// lease store), against the
 # static split of the same budgets (--tenant T:max=BUDGET/3 on each node),
@@ -27,6 +28,28 @@
 #   kill_reuse_s    (first tenant) kill -9 of the node holding most: how soon
 #                   the others have 80% of the budget in use (goal: ttl + a
 #                   period, kill_goal_s)
+# Issue Demand's workloads (rows with a "workload" field):
+#   slow-reuse  tenant A's 24 MiB budget; its keys (8000-byte values, 1.5
+#               times the budget) are each read again every r seconds, r
+#               uniform in [1, 30], spread 70/25/5 then flipped to 5/25/70
+#               (tests/slcache_lease_lib.py ReuseLoad); leases run with
+#               --lease-period 250 --lease-ttl 2000, all else default.  Per
+#               variant: hit_ratio_before, hit_ratio_after_30s (the 30 s
+#               after the flip), hit_ratio_after (goal: leases 5 points
+#               above static in each); hot_40pct_s, when the newly hot node
+#               held more than 40% of the budget (goal: 3 s); over_budget_runs
+#               (two samples in a row over the budget: goal 0); then kill -9
+#               of the largest node: kill_leases_s, when the live nodes'
+#               leases held 80% of the budget, and kill_reuse_s, when they
+#               used it (goal: ttl + period + 1 s, kill_goal_s).
+#   outage      slcache's lease defaults (period 200 ms, ttl 10 s), the same
+#               load at 70/25/5: every etcd member killed (-9) for 5 s, then 10 s;
+#               per outage, "kept" (each node's lowest usage through the
+#               outage and 3 s after, over its usage before), "fences", and
+#               etcd_back_s (the outage plus etcd's restart and election);
+#               then kill_leases_s / kill_reuse_s as above.
+# --workload NAME runs one of twitter (the tenants above), slow-reuse and
+# outage, and replaces only its rows in fleet.jsonl.
 # Then, unless --no-scale, bench_etcd_scale's lines against the same
 # cluster: N participants (10, 30, 100; --quick 10, 30), each its own store
 # handle and run thread: convergence_s and store_requests_per_s.
@@ -43,15 +66,25 @@ SL_PROG=benchmarks/bench_fleet.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 opts=()
-for arg in "$@"; do
-	case $arg in
-	--quick | --no-scale) opts+=("$arg") ;;
+workload=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick | --no-scale) opts+=("$1") ;;
+	--workload)
+		case ${2:-} in
+		twitter | slow-reuse | outage) workload=$2 ;;
+		*) sl_die "--workload takes twitter, slow-reuse or outage" ;;
+		esac
+		opts+=(--workload "$2")
+		shift
+		;;
 	-h | --help)
-		sed -n '4,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '4,61p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
-	*) sl_die "unknown option '$arg'" ;;
+	*) sl_die "unknown option '$1'" ;;
 	esac
+	shift
 done
 
 log() { printf '%s\n' "$*" >&2; }
@@ -81,7 +114,13 @@ OUT=$(mktemp "${TMPDIR:-/tmp}/bench-fleet.XXXXXX")
 trap 'rm -f "$OUT"' EXIT
 SL_FLEET_SHARES=$R/fleet_shares.csv "$PY" "$SL_ROOT/benchmarks/fleet.py" "$SLCACHE" "$CTL" \
 	"$SCALE" "${opts[@]}" >"$OUT"
-cp "$OUT" "$R/fleet.jsonl"
+if [ -z "$workload" ] || [ ! -f "$R/fleet.jsonl" ]; then
+	cp "$OUT" "$R/fleet.jsonl"
+else
+	# One workload run: its rows replace that workload's, the others stay
+	# (the scale lines go with twitter's).
+	"$PY" "$SL_ROOT/benchmarks/merge_rows.py" "$R/fleet.jsonl" "$OUT" "$workload" twitter
+fi
 "$PY" - "$R/fleet_shares.csv" "$R/fleet_shares.svg" <<'PLOT' >&2 || true
 import csv, sys
 try:

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "bench_lease_reuse.h"
 #include "trace_rand.h"
 #include "twitter_mix.h"
 
@@ -596,8 +597,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: bench_lease [--quick] [--only NxM] [--allocator NAME] [--seed N] [--stats FILE]\n"
+		"       bench_lease --workload slow-reuse [--quick] [--seed N]\n"
 		"  Simulates the lease allocators (static, proportional, maxmin, gradient) over\n"
 		"  N participants x M budgets of Twitter-shaped tenants; one JSON line each.\n"
+		"  slow-reuse: issue Demand's three caches, keys read again every 1 to 30 s,\n"
+		"  the skew flipped (bench_lease_reuse.c).\n"
 		"  default table: %s\n",
 		SL_TWITTER_STATS);
 }
@@ -606,7 +610,7 @@ int main(int argc, char **argv)
 {
 	static const int configs[][2] = { { 3, 10 }, { 10, 100 }, { 100, 100 }, { 1000, 100 } };
 	const char *stats = SL_TWITTER_STATS;
-	int quick = 0, only_n = 0, only_m = 0, only_a = -1;
+	int quick = 0, only_n = 0, only_m = 0, only_a = -1, workload = 0;
 	uint64_t seed = 25;
 	struct tw_table tab;
 	char err[256];
@@ -633,11 +637,19 @@ int main(int argc, char **argv)
 			seed = strtoull(argv[++i], NULL, 0);
 		} else if (strcmp(argv[i], "--stats") == 0 && i + 1 < argc) {
 			stats = argv[++i];
+		} else if (strcmp(argv[i], "--workload") == 0 && i + 1 < argc) {
+			if (strcmp(argv[++i], "slow-reuse") != 0) {
+				usage(stderr);
+				return 2;
+			}
+			workload = 1;
 		} else {
 			usage(strcmp(argv[i], "--help") == 0 ? stdout : stderr);
 			return strcmp(argv[i], "--help") == 0 ? 0 : 2;
 		}
 	}
+	if (workload)
+		return bench_lease_reuse(quick, seed);
 	if (tw_table_load(&tab, stats, err, sizeof(err)) != 0) {
 		fprintf(stderr, "bench_lease: %s\n", err);
 		return 1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# benchmarks/bench_lease_host.sh [--quick] - issue 25's efficiency check:
+# benchmarks/bench_lease_host.sh [--quick] [--workload NAME] - issue 25's
+# efficiency check:
 # one tenant's budget shared by three slcache processes on one host through
 # a shm: lease store, against the static split of the same budget
 # (--tenant t:max=BUDGET/3 in each), in the same run.
@@ -10,7 +11,7 @@
 # set 1.25 times the budget) are spread over the processes 60/30/10 and read
 # cache-aside with Zipf (0.9) popularity, a miss set at once
 # (benchmarks/lease_host.py, with tests/slcache_lease_lib.py's client).
-# Leases run with slcache's default period (200 ms) and ttl (3 s), and give
+# Leases run with slcache's default period (200 ms), a ttl of 3 s, and give
 # back memory unread for a second (--lease-idle 1000).  Per variant:
 #   hit_ratio          hits / reads over the three processes after a warm-up
 #                      (goal: leases at least 5 points above static);
@@ -22,11 +23,14 @@
 #                      in use (goal: within ttl + one period, kill_goal_s);
 #   max_over_budget_bytes  the tenant's usage summed over the processes every
 #                      10 ms, one process after another, past the budget.
+# Then issue Demand's slow-reuse workload over the same shm: store (rows with
+# "workload":"slow-reuse"; the fields are bench_fleet.sh's, which see).
+# --workload zipf|slow-reuse runs one and replaces only its rows.
 # Measures, never gates.  stdout and benchmarks/results/lease_host.jsonl: one
 # JSON line per variant {"bench":"lease_host","variant":"static"|"lease",...}.
 # slcache and softlimitctl are built (Release) in $SL_BUILD_DIR (default
 # build/bench) unless they are there.  --quick: shorter warm-up and
-# measurement (about 2 minutes in all).
+# measurement (about 2 minutes in all, and 4 for slow-reuse).
 set -euo pipefail
 
 SL_PROG=benchmarks/bench_lease_host.sh
@@ -34,15 +38,24 @@ SL_PROG=benchmarks/bench_lease_host.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 quick=()
-for arg in "$@"; do
-	case $arg in
+workload=
+while [ $# -gt 0 ]; do
+	case $1 in
 	--quick) quick=(--quick) ;;
+	--workload)
+		case ${2:-} in
+		zipf | slow-reuse) workload=$2 ;;
+		*) sl_die "--workload takes zipf or slow-reuse" ;;
+		esac
+		shift
+		;;
 	-h | --help)
-		sed -n '4,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '4,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
-	*) sl_die "unknown option '$arg'" ;;
+	*) sl_die "unknown option '$1'" ;;
 	esac
+	shift
 done
 
 log() { printf '%s\n' "$*" >&2; }
@@ -66,6 +79,11 @@ R=$SL_ROOT/benchmarks/results
 mkdir -p "$R"
 OUT=$(mktemp "${TMPDIR:-/tmp}/bench-lease-host.XXXXXX")
 trap 'rm -f "$OUT"' EXIT
-"$PY" "$SL_ROOT/benchmarks/lease_host.py" "$SLCACHE" "$CTL" "${quick[@]}" >"$OUT"
-cp "$OUT" "$R/lease_host.jsonl"
+"$PY" "$SL_ROOT/benchmarks/lease_host.py" "$SLCACHE" "$CTL" "${quick[@]}" \
+	${workload:+--workload "$workload"} >"$OUT"
+if [ -z "$workload" ] || [ ! -f "$R/lease_host.jsonl" ]; then
+	cp "$OUT" "$R/lease_host.jsonl"
+else
+	"$PY" "$SL_ROOT/benchmarks/merge_rows.py" "$R/lease_host.jsonl" "$OUT" "$workload" zipf
+fi
 cat "$OUT"

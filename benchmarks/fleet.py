@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""fleet.py SLCACHE SOFTLIMITCTL [BENCH_ETCD_SCALE] [--quick] [--no-scale] - issue
-Fleet's benchmark (run by bench_fleet.sh, which says what it measures).
+"""fleet.py SLCACHE SOFTLIMITCTL [BENCH_ETCD_SCALE] [--quick] [--no-scale]
+[--workload twitter|slow-reuse|outage] - issues Fleet's and Demand's benchmark
+(run by bench_fleet.sh, which says what it measures; every workload unless
+--workload names one).
 One JSON line per tenant and variant on stdout (then the scale lines);
 progress on stderr; the shares over time in $SL_FLEET_SHARES (CSV)."""
 import json
@@ -14,7 +16,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 import etcd_cluster  # noqa: E402
-from slcache_lease_lib import Fail, Load, Sampler, Slcache, softlimitctl  # noqa: E402
+from slcache_lease_lib import (Fail, Load, Sampler, Slcache, softlimitctl,  # noqa: E402
+                               teardown)
+from reuse_bench import (REUSE_BUDGET, fences, hits, kill_largest, pop_workload,  # noqa: E402
+                         run_reuse, share, start_reuse, usage_of)
 
 NODES = 3
 BUDGET = 3 << 20    # per tenant, over the fleet
@@ -78,24 +83,6 @@ class ShareLog(threading.Thread):
                                          int(st.get("usage", 0))))
                 except (OSError, ConnectionError, ValueError):
                     pass
-
-
-def hits(procs, tenant):
-    out = []
-    for p in procs:
-        st = p.tenant(tenant) if not p.dead else {}
-        out.append((int(st.get("hits", 0)), int(st.get("misses", 0))))
-    return out
-
-
-def fences(procs, tenant):
-    """The tenant's lease fences summed over the live nodes (0 unleased)."""
-    return sum(int(p.tenant(tenant).get("lease_fences", 0)) for p in procs if not p.dead)
-
-
-def share(p, tenant):
-    st = p.tenant(tenant)
-    return int(st.get("lease", st.get("max", 0)))
 
 
 def run(variant, binary, ctl, url, rows, warm_s, phase_s, shares):
@@ -195,6 +182,61 @@ def run(variant, binary, ctl, url, rows, warm_s, phase_s, shares):
             p.cleanup()
 
 
+def run_outage(binary, ctl, cl, warm_s, outages):
+    """Leases with slcache's defaults (period, ttl) and the slow-reuse load
+    at 70/25/5: every etcd member stopped for each of @outages seconds; each
+    node's usage kept through it, the fences; then a kill -9."""
+    tenant = "A"
+    url = cl.url("fleet-outage")
+    softlimitctl(ctl, url, "budget", "set", tenant, "max=%d" % REUSE_BUDGET)
+    procs, load, sampler, rows = [], None, None, []
+    try:
+        sampler, load = start_reuse(binary, ["-m", "64", "-t", "2", "--lease-store", url],
+                                    "outage", procs, 4)
+        time.sleep(warm_s)
+        for secs in outages:
+            before = [usage_of(p, tenant) for p in procs]
+            f0 = fences(procs, tenant)
+            low = list(before)
+            # kill -9, as etcd_faults' all-down: a SIGTERM'd member takes
+            # seconds to shut down, which would lengthen the outage.
+            t0 = time.monotonic()
+            for i in range(cl.n):
+                cl.kill(i)
+            while time.monotonic() - t0 < secs:
+                low = [min(a, usage_of(p, tenant)) for a, p in zip(low, procs)]
+                time.sleep(0.1)
+            cl.start_all()
+            cl.wait_healthy()
+            back = round(time.monotonic() - t0, 2)
+            t1 = time.monotonic()
+            while time.monotonic() - t1 < 3:
+                low = [min(a, usage_of(p, tenant)) for a, p in zip(low, procs)]
+                time.sleep(0.1)
+            row = {"bench": "fleet", "workload": "outage", "variant": "lease", "tenant": tenant,
+                   "outage_s": secs, "etcd_back_s": back, "budget_bytes": REUSE_BUDGET,
+                   "lease_args": "defaults", "usage_before_bytes": before,
+                   "usage_low_bytes": low,
+                   "kept": [round(lo / max(1, b), 3) for lo, b in zip(low, before)],
+                   "fences": fences(procs, tenant) - f0}
+            log("outage %d s (etcd back after %.1f s): kept %s, fences %d" % (
+                secs, back, row["kept"], row["fences"]))
+            rows.append(row)
+            time.sleep(5)
+        k = kill_largest(procs, sampler, tenant, REUSE_BUDGET, 10000, 200)
+        rows[-1].update(k)
+        log("outage run: kill -9: leases hold 80%% after %s s, in use after %s s" % (
+            k["kill_leases_s"], k["kill_reuse_s"]))
+        load.stop()
+        load = None
+        sampler.stop()
+        for r in rows:
+            r["over_budget_runs"] = sampler.over_runs
+        return rows
+    finally:
+        teardown(load, sampler, procs)
+
+
 def scale(bench, cl, sizes, seconds):
     out = []
     for n in sizes:
@@ -210,7 +252,12 @@ def scale(bench, cl, sizes, seconds):
 def main():
     quick = "--quick" in sys.argv
     no_scale = "--no-scale" in sys.argv
-    argv = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args = sys.argv[1:]
+    workloads = pop_workload(args, ("twitter", "slow-reuse", "outage"))
+    if workloads is None:
+        print(__doc__, file=sys.stderr)
+        return 2
+    argv = [a for a in args if not a.startswith("--")]
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -223,10 +270,16 @@ def main():
     lines = []
     try:
         with etcd_cluster.EtcdCluster(3) as cl:
-            for v in ("static", "lease"):
+            for v in ("static", "lease") if "twitter" in workloads else ():
                 lines += run(v, argv[0], argv[1], cl.url("fleet-" + v), rows, warm, phase,
                              shares)
-            if len(argv) > 2 and not no_scale:
+            # Every key is read once in 30 s: the warm-up sees them all.
+            for v in ("static", "lease") if "slow-reuse" in workloads else ():
+                lines.append(run_reuse("fleet", v, argv[0], argv[1], cl.url("fleet-reuse-" + v),
+                                       35, 30 if quick else 60, log))
+            if "outage" in workloads:
+                lines += run_outage(argv[0], argv[1], cl, 35, (5, 10))
+            if len(argv) > 2 and not no_scale and "twitter" in workloads:
                 lines += scale(argv[2], cl, (10, 30) if quick else (10, 30, 100), 10)
     except Fail as e:
         log("FAIL: %s" % e)
@@ -239,8 +292,15 @@ def main():
             f.write("variant,t_s,tenant,node,share_bytes,usage_bytes\n")
             for row in shares:
                 f.write(",".join(str(x) for x in row) + "\n")
-    by = {(r.get("variant"), r.get("tenant")): r for r in lines if r.get("bench") == "fleet"}
-    for t in TENANTS:
+    by = {(r.get("variant"), r.get("tenant")): r for r in lines
+          if r.get("bench") == "fleet" and "workload" not in r}
+    reuse = {r["variant"]: r for r in lines if r.get("workload") == "slow-reuse"}
+    if len(reuse) == 2:
+        for k in ("hit_ratio_before", "hit_ratio_after_30s", "hit_ratio_after"):
+            log("slow-reuse %s: leases %.3f vs static %.3f: %+.1f points" % (
+                k, reuse["lease"][k], reuse["static"][k],
+                100 * (reuse["lease"][k] - reuse["static"][k])))
+    for t in TENANTS if by else ():
         s, le = by[("static", t["name"])], by[("lease", t["name"])]
         log("%s (skewed %s): leases %.3f vs static %.3f: %+.1f points" % (
             t["name"], t["skewed"], le["hit_ratio"], s["hit_ratio"],

@@ -220,7 +220,9 @@ LEASE_ALLOCATORS = ["static", "proportional", "maxmin", "gradient"]
 
 
 def lease_rows(res):
-    return [r for r in load(os.path.join(res, "lease.jsonl")) if r.get("bench") == "lease_sim"]
+    # A workload's rows (bench_lease --workload) have figures of their own.
+    return [r for r in load(os.path.join(res, "lease.jsonl"))
+            if r.get("bench") == "lease_sim" and "workload" not in r]
 
 
 def lease_configs(rows):

@@ -9,6 +9,7 @@ Processes are started, stopped and killed by their pid only, and waited for
 (reaped) at once: a dead process's pid must be gone for the store to free
 its share.
 """
+import heapq
 import os
 import random
 import signal
@@ -319,26 +320,67 @@ class Load(threading.Thread):
                 time.sleep(0.01)
                 continue
             for i, keys in by.items():
-                p = self.procs[i]
-                try:
-                    c = self.conns.get(p.name)
-                    if c is None:
-                        c = self.conns[p.name] = Conn(p.port, timeout=5)
-                    keys = list(dict.fromkeys(keys))
-                    miss = keys if self.sets_only else [k for k in keys if k not in c.multiget(keys)]
-                    if miss:
-                        c.set_many(miss, self.value)
-                    self.ops += len(keys)
-                except (OSError, ConnectionError, ValueError):
-                    self.errors += 1
-                    old = self.conns.pop(p.name, None)
-                    if old:
-                        old.close()
-                    time.sleep(0.01)
+                self._read(self.procs[i], list(dict.fromkeys(keys)))
+
+    def _read(self, p, keys):
+        """Cache-aside reads of @keys on @p, 64 at a time: a miss is set."""
+        try:
+            c = self.conns.get(p.name)
+            if c is None:
+                c = self.conns[p.name] = Conn(p.port, timeout=5)
+            for j in range(0, len(keys), 64):
+                part = keys[j:j + 64]
+                # One multiget per part (a comprehension would repeat it
+                # per key, counting every hit and miss many times over).
+                got = {} if self.sets_only else c.multiget(part)
+                miss = [k for k in part if k not in got]
+                if miss:
+                    c.set_many(miss, self.value)
+                self.ops += len(part)
+        except (OSError, ConnectionError, ValueError):
+            self.errors += 1
+            old = self.conns.pop(p.name, None)
+            if old:
+                old.close()
+            time.sleep(0.01)
 
     def stop(self):
         self._halt.set()
         self.join()
+
+
+class ReuseLoad(Load):
+    """Issue Demand's workload: each key is read again every r seconds, r
+    drawn uniformly in [reuse_min, reuse_max] (first read at a random
+    phase), cache-aside as Load (a miss is set at once), each key on one
+    process by weight.  Reads are due on a clock, not as fast as possible,
+    so the reuse intervals hold whatever the machine's speed (a late tick
+    reads everything due)."""
+
+    def __init__(self, procs, tenant, nkeys, value_size, weights, seed=1, reuse_min=1.0,
+                 reuse_max=30.0, tick=0.05):
+        super().__init__(procs, tenant, nkeys, value_size, weights, zipf=0, seed=seed)
+        self.tick = tick
+        now = time.monotonic()
+        self.every = [self.rng.uniform(reuse_min, reuse_max) for _ in range(nkeys)]
+        self.due = [(now + self.rng.uniform(0, r), k) for k, r in enumerate(self.every)]
+        heapq.heapify(self.due)
+        self.late = 0.0  # the longest a read was late, s
+
+    def run(self):
+        while not self._halt.is_set():
+            now = time.monotonic()
+            by = {}
+            while self.due and self.due[0][0] <= now:
+                at, k = heapq.heappop(self.due)
+                self.late = max(self.late, now - at)
+                heapq.heappush(self.due, (at + self.every[k], k))
+                i = self._owner(k)
+                if i is not None:
+                    by.setdefault(i, []).append(self.tenant + b":k%d" % k)
+            for i, keys in by.items():
+                self._read(self.procs[i], keys)
+            self._halt.wait(max(0.0, self.tick - (time.monotonic() - now)))
 
 
 def softlimitctl(ctl, store, *args, check=True):
@@ -354,12 +396,14 @@ def store_remove(ctl, store):
     softlimitctl(ctl, store, "store", "remove", check=False)
 
 
-def teardown(load, sampler, procs, ctl, store):
-    """Whatever a test or benchmark started, stopped, killed and removed."""
+def teardown(load, sampler, procs, ctl=None, store=None):
+    """Whatever a test or benchmark started, stopped, killed and removed
+    (the store too, when named)."""
     if load:
         load.stop()
     if sampler and sampler.is_alive():
         sampler.stop()
     for p in procs:
         p.cleanup()
-    store_remove(ctl, store)
+    if store:
+        store_remove(ctl, store)
