@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# tests/memcached_integration.sh NOISY - softlimit inside stock memcached
+# (integrations/memcached): build softlimit (Release) and install it to a
+# temporary prefix, build Debian's memcached 1.6.18 with the patches against
+# it (build.sh), then
+#  1. memcached's own t/ suite passes against the patched binary without
+#     tenants (test.sh), and against its debug build (assertions on) with
+#     tenants declared (test.sh --tenants);
+#  2. the noisy-neighbour scene (NOISY: examples/slcache_noisy, as
+#     scripts/demo runs it against slcache): tenant "steady", soft=40% of
+#     -m 64, keeps reading a working set of 2000 x 4 KB while "noisy" floods
+#     4 x -m of unique keys.  On the patched memcached steady's hit ratio
+#     over the rounds and the share of its working set still there after
+#     the last flood are both >= 99%; on Debian's unpatched memcached
+#     (/usr/bin/memcached) the share kept is below 99%: it loses it.  Both
+#     rows are printed.
+# Exit 77 (skipped) only when the build cannot run at all: not root with
+# Debian packages missing, or no Debian source package to fetch.
+# MC_KEEP=DIR keeps the work in DIR.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+SL_PROG=tests/memcached_integration.sh
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
+# shellcheck source=tests/slcache_lib.sh
+. "$HERE/slcache_lib.sh"
+
+NOISY=${1:?usage: memcached_integration.sh SLCACHE_NOISY}
+[ -x "$NOISY" ] || sl_die "no scene client at $NOISY"
+
+skip() {
+	printf 'SKIP: %s\n' "$*"
+	exit 77
+}
+
+NEED=(cmake make gcc pkg-config dpkg-dev autoconf automake patch libevent-dev libsasl2-dev
+	libssl-dev perl libio-socket-ssl-perl memcached)
+if [ "$(id -u)" -ne 0 ]; then
+	missing=$(sl_missing_packages "${NEED[@]}")
+	[ -z "$missing" ] || skip "not root, and these Debian packages are missing: $missing"
+fi
+sl_ensure_packages "${NEED[@]}"
+[ -d /etc/apt/sources.list.d ] || [ -f /etc/apt/sources.list ] || skip "no apt sources"
+
+if [ -n "${MC_KEEP:-}" ]; then
+	T=$MC_KEEP
+	mkdir -p "$T"
+else
+	T=$(mktemp -d "${TMPDIR:-/tmp}/memcached-integration.XXXXXX")
+fi
+MC_PIDS=()
+cleanup() {
+	local p
+	for p in "${MC_PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	[ -n "${MC_KEEP:-}" ] || rm -rf "$T"
+	slc_cleanup
+}
+trap cleanup EXIT
+
+t0=$SECONDS
+step() { sl_log "==> [$((SECONDS - t0)) s] $*"; }
+
+step "softlimit: Release build, installed to $T/prefix"
+cmake -S "$ROOT" -B "$T/softlimit" --log-level=WARNING -DCMAKE_BUILD_TYPE=Release \
+	-DSL_BUILD_TESTS=OFF -DSL_BUILD_BENCHMARKS=OFF -DSL_BUILD_EXAMPLES=OFF \
+	-DSL_INSTALL_MAN=OFF >"$T/softlimit.log" 2>&1 || { cat "$T/softlimit.log"; exit 1; }
+nice -n 5 cmake --build "$T/softlimit" -j2 >>"$T/softlimit.log" 2>&1 || { tail -n 40 "$T/softlimit.log"; exit 1; }
+cmake --install "$T/softlimit" --prefix "$T/prefix" >>"$T/softlimit.log" 2>&1 ||
+	{ tail -n 20 "$T/softlimit.log"; exit 1; }
+
+step "integrations/memcached/build.sh"
+set +e
+"$ROOT/integrations/memcached/build.sh" "$T/prefix" "$T/out" 2>&1 | tee "$T/build.log"
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+	grep -q 'apt-get \(update\|source\).*failed' "$T/build.log" &&
+		skip "Debian's memcached source package cannot be fetched here"
+	exit 1
+fi
+MC=$T/out/memcached
+
+# The product without tenants; the debug build (assertions on) with them.
+step "memcached's t/ suite, no tenant"
+"$ROOT/integrations/memcached/test.sh" "$MC"
+step "memcached's t/ suite, tenants declared (memcached-debug)"
+"$ROOT/integrations/memcached/test.sh" --tenants "$T/out/memcached-debug"
+
+# scene LABEL MEMCACHED [args...] - one row of slcache_noisy's table.
+ROOTARG=()
+[ "$(id -u)" -ne 0 ] || ROOTARG=(-u root)
+scene() {
+	local label=$1 row
+	shift
+	slc_spawn "$T/$label.stderr" "$@" "${ROOTARG[@]}" -U 0 -m 64 -t 2 ||
+		sl_die "could not start $1 on a free port"
+	MC_PIDS+=("$SLC_SPAWN_PID")
+	row=$("$NOISY" -p "$SLC_SPAWN_PORT" -m 64 -L "$label" 2>/dev/null)
+	kill -TERM "$SLC_SPAWN_PID"
+	wait "$SLC_SPAWN_PID" 2>/dev/null || true
+	printf '%s\n' "$row"
+	SCENE_ROW=$row
+}
+# pct COLUMN ROW - "steady hits" is column 1, "steady kept" 2 (labels are
+# one word here), as integer tenths of a percent.
+pct() { printf '%s\n' "$2" | awk -v c=$(($1 + 1)) '{ v = $c; sub(/%/, "", v); printf "%d\n", v * 10 }'; }
+
+step "the noisy-neighbour scene: steady (soft=40%) against a flood of 4 x -m 64"
+"$NOISY" --header
+scene patched "$MC" --tenant steady:soft=40%
+PATCHED=$SCENE_ROW
+scene debian /usr/bin/memcached
+DEBIAN=$SCENE_ROW
+[ "$(pct 1 "$PATCHED")" -ge 990 ] || sl_die "patched memcached: steady's hit ratio below 99%"
+[ "$(pct 2 "$PATCHED")" -ge 990 ] || sl_die "patched memcached: steady kept less than 99%"
+[ "$(pct 2 "$DEBIAN")" -lt 990 ] ||
+	sl_die "Debian's memcached kept steady's working set too: the scene shows nothing"
+step "passed: the patched memcached keeps steady's working set, Debian's loses it"
