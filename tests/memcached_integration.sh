@@ -15,7 +15,10 @@
 #     over the rounds and the share of its working set still there after
 #     the last flood are both >= 99%; on Debian's unpatched memcached
 #     (/usr/bin/memcached) the share kept is below 99%: it loses it.  Both
-#     rows are printed.
+#     rows are printed;
+#  3. a tenant with max=1M and one with high=1M each store 2 MB: each ends
+#     within its 1 MiB, "stats tenants" counted its evictions and events,
+#     and the default tenant's items stored before are all still there.
 # Exit 77 (skipped) only when the build cannot run at all: not root with
 # Debian packages missing, or no Debian source package to fetch.
 # MC_KEEP=DIR keeps the work in DIR.
@@ -38,7 +41,7 @@ skip() {
 }
 
 NEED=(cmake make gcc pkg-config dpkg-dev autoconf automake patch libevent-dev libsasl2-dev
-	libssl-dev perl libio-socket-ssl-perl memcached)
+	libssl-dev perl libio-socket-ssl-perl memcached python3)
 if [ "$(id -u)" -ne 0 ]; then
 	missing=$(sl_missing_packages "${NEED[@]}")
 	[ -z "$missing" ] || skip "not root, and these Debian packages are missing: $missing"
@@ -121,4 +124,66 @@ DEBIAN=$SCENE_ROW
 [ "$(pct 2 "$PATCHED")" -ge 990 ] || sl_die "patched memcached: steady kept less than 99%"
 [ "$(pct 2 "$DEBIAN")" -lt 990 ] ||
 	sl_die "Debian's memcached kept steady's working set too: the scene shows nothing"
-step "passed: the patched memcached keeps steady's working set, Debian's loses it"
+
+# The other limits, on the patched memcached: "capped" (max=1M) and
+# "throttled" (high=1M) each store 2 MB, "default" 100 KB first; then
+# capped and throttled each hold no more than 1 MiB, stats tenants counted
+# their events and evictions, and not one default item was lost.
+step "max and high: two tenants store twice their limit beside default's items"
+slc_spawn "$T/limits.stderr" "$MC" "${ROOTARG[@]}" -U 0 -m 64 -t 2 --tenant capped:max=1M \
+	--tenant throttled:high=1M || sl_die "could not start $MC on a free port"
+MC_PIDS+=("$SLC_SPAWN_PID")
+python3 - "$SLC_SPAWN_PORT" <<'PY'
+import socket, sys
+
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+f = s.makefile("rb")
+value = b"v" * 4000
+
+def call(req, last):
+    s.sendall(req)
+    out = []
+    while True:
+        line = f.readline()
+        if not line:
+            sys.exit("memcached closed the connection")
+        out.append(line.decode().rstrip("\r\n"))
+        if out[-1] in last:
+            return out
+
+def set_many(prefix, n):
+    for i in range(n):
+        r = call(b"set %s%d 0 0 %d\r\n%s\r\n" % (prefix, i, len(value), value),
+                 ("STORED", "SERVER_ERROR out of memory storing object"))
+        if r[-1] != "STORED":
+            sys.exit("%s%d: %s" % (prefix.decode(), i, r[-1]))
+
+set_many(b"plain", 25)
+set_many(b"capped:", 500)
+set_many(b"throttled:", 500)
+st = {}
+for line in call(b"stats tenants\r\n", ("END",))[:-1]:
+    _, name, value_ = line.split(" ")
+    st[name] = int(value_)
+for name in ("capped", "throttled"):
+    print("%-9s usage %7d  evictions %4d  events_max %4d  events_high %4d" % (
+        name, st["tenant:%s:usage" % name], st["tenant:%s:evictions" % name],
+        st["tenant:%s:events_max" % name], st["tenant:%s:events_high" % name]))
+ok = True
+for name, event in (("capped", "events_max"), ("throttled", "events_high")):
+    if st["tenant:%s:usage" % name] > 1 << 20:
+        print("FAIL: %s holds %d bytes, above its 1M" % (name, st["tenant:%s:usage" % name]))
+        ok = False
+    if st["tenant:%s:evictions" % name] == 0 or st["tenant:%s:%s" % (name, event)] == 0:
+        print("FAIL: %s: no evictions or no %s counted" % (name, event))
+        ok = False
+got = call(b"get " + b" ".join(b"plain%d" % i for i in range(25)) + b"\r\n", ("END",))
+kept = sum(1 for line in got if line.startswith("VALUE "))
+print("default   kept %d of 25 items" % kept)
+if kept != 25:
+    print("FAIL: the default tenant lost items to the others' limits")
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+step "passed: the patched memcached keeps steady's working set, Debian's loses it;" \
+	"max and high hold"
