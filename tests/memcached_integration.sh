@@ -95,9 +95,24 @@ step "memcached's t/ suite, no tenant"
 step "memcached's t/ suite, tenants declared (memcached-debug)"
 "$ROOT/integrations/memcached/test.sh" --tenants "$T/out/memcached-debug"
 
+# tenant_stats PORT - the usage and evictions lines of "stats tenants"
+# (slcache_noisy's MiB and evict columns read slcache's own stats: 0 here).
+tenant_stats() {
+	local line
+	exec 3<>"/dev/tcp/127.0.0.1/$1"
+	printf 'stats tenants\r\n' >&3
+	while IFS= read -r -t 30 line <&3; do
+		line=${line%$'\r'}
+		[ "$line" != END ] || break
+		case $line in *:usage\ * | *:evictions\ *) TSTATS+="    $line"$'\n' ;; esac
+	done
+	exec 3<&-
+}
+
 # scene LABEL MEMCACHED [args...] - one row of slcache_noisy's table.
 ROOTARG=()
 [ "$(id -u)" -ne 0 ] || ROOTARG=(-u root)
+TSTATS=
 scene() {
 	local label=$1 row
 	shift
@@ -105,6 +120,7 @@ scene() {
 		sl_die "could not start $1 on a free port"
 	MC_PIDS+=("$SLC_SPAWN_PID")
 	row=$("$NOISY" -p "$SLC_SPAWN_PORT" -m 64 -L "$label" 2>/dev/null)
+	[ "$label" != patched ] || tenant_stats "$SLC_SPAWN_PORT"
 	kill -TERM "$SLC_SPAWN_PID"
 	wait "$SLC_SPAWN_PID" 2>/dev/null || true
 	printf '%s\n' "$row"
@@ -120,6 +136,7 @@ scene patched "$MC" --tenant steady:soft=40%
 PATCHED=$SCENE_ROW
 scene debian /usr/bin/memcached
 DEBIAN=$SCENE_ROW
+printf 'stats tenants of the patched memcached after the scene:\n%s' "$TSTATS"
 [ "$(pct 1 "$PATCHED")" -ge 990 ] || sl_die "patched memcached: steady's hit ratio below 99%"
 [ "$(pct 2 "$PATCHED")" -ge 990 ] || sl_die "patched memcached: steady kept less than 99%"
 [ "$(pct 2 "$DEBIAN")" -lt 990 ] ||
