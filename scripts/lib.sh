@@ -32,10 +32,14 @@ SL_BUILD_PACKAGES=(cmake make gcc libc6-dev pkg-config libjemalloc-dev libcurl4-
 # dpkg-dev, debhelper, lintian: the Debian packages' test.  abigail-tools:
 # the ABI check.  spin: the model checks of proof/ (proof/check.sh).
 # etcd-server, etcd-client: the fleet tests start a real etcd cluster on
-# loopback.
+# loopback.  autoconf, automake, patch, libevent-dev, libsasl2-dev,
+# libssl-dev, libio-socket-ssl-perl: building Debian's memcached with
+# integrations/memcached and running its t/ suite (memcached_integration),
+# installed up front so that the test does not run apt beside other tests.
 SL_TEST_PACKAGES=("${SL_BUILD_PACKAGES[@]}" g++ clang "$(sl_clang_rt_package)" check
 	libmemcached-tools memcached python3-prometheus-client mandoc man-db
-	dpkg-dev debhelper lintian abigail-tools spin etcd-server etcd-client)
+	dpkg-dev debhelper lintian abigail-tools spin etcd-server etcd-client
+	autoconf automake patch libevent-dev libsasl2-dev libssl-dev libio-socket-ssl-perl)
 
 sl_missing_packages() {
 	local pkg status
