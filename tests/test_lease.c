@@ -462,6 +462,7 @@ START_TEST(join_applies_the_share_and_leave_restores_the_limits)
 	ck_assert_int_eq(p[0].state, SL_LEASE_HELD);
 	ck_assert(strncmp(p[0].id, "test:", 5) == 0);
 	ck_assert_int_eq(sl_lease_stats(NULL, &st), -EINVAL);
+	ck_assert_int_eq(sl_lease_report_reuse(NULL, 1, 1), -EINVAL);
 	ck_assert_int_eq(sl_lease_stats(l, NULL), -EINVAL);
 
 	ck_assert_int_eq(sl_lease_leave(l), 0);

@@ -220,7 +220,6 @@ static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 	int64_t now = now_ms();
 	bool own_cap;
 
-	(void)l;
 	elapsed_ms = e->last_ms && now > e->last_ms ? (uint64_t)(now - e->last_ms) : opt.lease_period_ms;
 	e->last_ms = now;
 	/* A tenant whose own max (--tenant NAME:max=) is what holds it back
@@ -255,8 +254,7 @@ static void demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 
 		if (age && rf / age != out->refaulted)
 			rf = UINT64_MAX;
-		out->reused = reused + rf < reused ? UINT64_MAX : reused + rf;
-		out->reuse_ms = reuse_ms;
+		sl_lease_report_reuse(l, reused + rf < reused ? UINT64_MAX : reused + rf, reuse_ms);
 	}
 }
 

@@ -100,8 +100,9 @@
  * Demand: a cache always fills its share, so usage is not demand.  Each
  * period the lease asks the host (struct sl_lease_opts.demand) what the
  * memory is worth at the margin: the idle time of its coldest item, what it
- * evicted and what refaulted since the last period, and (a host that can)
- * its reuse: each unit read again times how long it had sat idle.
+ * evicted and what refaulted since the last period, and (a host that can,
+ * through sl_lease_report_reuse()) its reuse: each unit read again times
+ * how long it had sat idle.
  * With reuse, the live memory is the reuse flow (by Little's law, the
  * memory the reused units held between their reads), smoothed over about a
  * second: memory nobody reads again adds nothing to it, however much of it
@@ -271,24 +272,33 @@ struct sl_lease_demand {
 	uint64_t idle_ms;   /* how long the coldest item was not touched; UINT64_MAX: unknown */
 	uint64_t evicted;   /* units evicted to make room under the share since the last call */
 	uint64_t refaulted; /* units charged again soon after their eviction, since the last */
-	/* Reuse (0.2.3): what tells live memory from dead.  Since the last
-	 * call, each unit read again times how long (ms) it had sat idle
-	 * before, summed; a refaulted unit counts too, with the host's best
-	 * guess of how long ago it was last read.  UINT64_MAX: unknown. */
-	uint64_t reused;
-	uint64_t reuse_ms;  /* the longest idle (ms) after which a unit was read again
-			     * since the last call (a hit on the coldest items); 0: none */
 };
 
 /*
- * Fill @out (preset to unknown, 0, 0, unknown, 0).  Runs on the
- * sl_lease_run() thread, once per lease per period; must not block for long
- * nor call lease functions.  A host that leaves reused unknown gets the rule
- * of "Demand" for idle_ms, evicted and refaulted; one that fills it gets
- * the reuse rule there.  NULL hook: the lease uses what the group shows
- * (charges that hit its max since the last period count as evictions).
+ * Fill @out (preset to unknown, 0, 0).  Runs on the sl_lease_run() thread,
+ * once per lease per period; must not block for long nor call lease
+ * functions, except sl_lease_report_reuse() for @l.  A host that reports
+ * no reuse gets the rule of "Demand" for idle_ms, evicted and refaulted;
+ * one that does gets the reuse rule (sl_lease_report_reuse()).  NULL hook:
+ * the lease uses what the group shows (charges that hit its max since the
+ * last period count as evictions).
  */
 typedef void (*sl_lease_demand_fn)(sl_lease *l, struct sl_lease_demand *out, void *ctx);
+
+/**
+ * sl_lease_report_reuse() - from @l's demand hook, what tells its live
+ * memory from dead, since the hook's last call: @reused, each unit read
+ * again times how long (ms) it had sat idle before, summed (a refaulted
+ * unit counts too, at the host's best guess of how long ago it was last
+ * read); @reuse_ms, the longest idle (ms) after which a unit was read
+ * again (a hit on the coldest items; 0: none).  The lease then asks for
+ * the memory that is read again, not for what it evicts (lease.h,
+ * "Demand"; docs/leases.md).  A function, not fields of struct
+ * sl_lease_demand, so that the structure keeps its size for hosts built
+ * before it.  Errors: -EINVAL for NULL.  Call it only from @l's demand
+ * hook, on the sl_lease_run() thread.
+ */
+SL_API int sl_lease_report_reuse(sl_lease *l, uint64_t reused, uint64_t reuse_ms);
 
 enum {
 	/* sl_lease_join() returns at once without touching the store: the

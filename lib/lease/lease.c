@@ -516,6 +516,18 @@ int sl_lease_stats(const sl_lease *l, struct sl_lease_stats *out)
 	return 0;
 }
 
+int sl_lease_report_reuse(sl_lease *l, uint64_t reused, uint64_t reuse_ms)
+{
+	if (!l)
+		return -EINVAL;
+	/* On the run thread, inside the demand hook that my_demand() runs
+	 * under s->lock: these fields are that thread's. */
+	l->reported = true;
+	l->reused = reused;
+	l->reuse_ms = reuse_ms;
+	return 0;
+}
+
 sl_group *sl_lease_group(const sl_lease *l)
 {
 	return l ? l->g : NULL;

@@ -93,6 +93,8 @@ struct sl_lease {
 	uint64_t usage, demand; /* as last reported */
 	uint64_t events_max;   /* the group's events_max at the last step */
 	struct sl__lease_reuse reuse; /* the host's reuse reports, folded (alloc.h) */
+	bool reported;         /* the demand hook called sl_lease_report_reuse() */
+	uint64_t reused, reuse_ms; /* what it reported (the run thread's only) */
 	int64_t demand_ns;     /* when the demand hook last ran (0: never) */
 	int64_t expiry_ns;     /* the end of our own view of the lease (CLOCK_MONOTONIC) */
 	int64_t next_ns;       /* when the run loop steps it next */

@@ -61,10 +61,11 @@ static void rejoin(struct sl_lease *l, const struct sl__lease_view *v)
  * horizon); one that does not, by its evictions and idle time. */
 static uint64_t my_demand(struct sl_lease *l, uint64_t c, uint64_t events_max, uint64_t budget_max)
 {
-	struct sl_lease_demand d = { UINT64_MAX, 0, 0, UINT64_MAX, 0 };
+	struct sl_lease_demand d = { UINT64_MAX, 0, 0 };
 	int64_t now = sl__lease_now_ns();
 	uint64_t elapsed_ms;
 
+	l->reported = false;
 	if (l->opts.demand)
 		l->opts.demand(l, &d, l->opts.demand_ctx);
 	else
@@ -74,10 +75,10 @@ static uint64_t my_demand(struct sl_lease *l, uint64_t c, uint64_t events_max, u
 	 * runs sooner than a period), a period the first time. */
 	elapsed_ms = l->demand_ns ? (uint64_t)(now - l->demand_ns) / NS_PER_MS : l->opts.period_ms;
 	l->demand_ns = now;
-	if (d.reused == UINT64_MAX)
+	if (!l->reported)
 		return sl__lease_demand(l->applied, c, l->floor, budget_max, d.idle_ms,
 					l->opts.idle_ms, d.evicted, d.refaulted);
-	sl__lease_reuse_fold(&l->reuse, d.reused, d.reuse_ms, elapsed_ms);
+	sl__lease_reuse_fold(&l->reuse, l->reused, l->reuse_ms, elapsed_ms);
 	return sl__lease_demand_reuse(&l->reuse, l->applied, c, l->floor, budget_max, d.idle_ms,
 				      l->opts.idle_ms, d.evicted, d.refaulted);
 }
