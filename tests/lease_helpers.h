@@ -198,6 +198,13 @@ static inline uint64_t lease_check(sl_lease_store *s, const char *budget, uint64
 	return lease_check_parts(p, lease_parts(s, budget, p), max);
 }
 
+/* A thread's body for pthread_create(): sl_lease_run() on the store @arg. */
+static inline void *lease_run_thread(void *arg)
+{
+	sl_lease_run(arg);
+	return NULL;
+}
+
 static inline struct sl_lease_stats lease_stats_of(const sl_lease *l)
 {
 	struct sl_lease_stats st;

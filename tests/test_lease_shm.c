@@ -81,12 +81,6 @@ static void child_demand(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 		out->idle_ms = UINT64_MAX - 1;
 }
 
-static void *child_run(void *arg)
-{
-	sl_lease_run(arg);
-	return NULL;
-}
-
 #define CHILD_CHECK(cc, cond)                                                                  \
 	do {                                                                                   \
 		if (!(cond)) {                                                                 \
@@ -135,7 +129,7 @@ static void __attribute__((noreturn)) child_main(struct ctl *c, int i)
 	atomic_store(&cc->joined, rc ? rc : 1);
 	if (rc)
 		_exit(2);
-	CHILD_CHECK(cc, pthread_create(&th, NULL, child_run, s) == 0);
+	CHILD_CHECK(cc, pthread_create(&th, NULL, lease_run_thread, s) == 0);
 	while (!atomic_load(&cc->quit)) {
 		struct sl_lease_stats st;
 		struct sl_stats gs;
@@ -468,12 +462,6 @@ START_TEST(a_process_dead_with_the_mutex_held_leaves_the_store_whole)
 }
 END_TEST
 
-static void *lease_run_main(void *arg)
-{
-	sl_lease_run(arg);
-	return NULL;
-}
-
 START_TEST(a_mutex_held_by_a_stopped_process_times_out_and_holders_keep_their_share)
 {
 	struct sl_lease_opts o;
@@ -503,7 +491,7 @@ START_TEST(a_mutex_held_by_a_stopped_process_times_out_and_holders_keep_their_sh
 	pid = spawn_locker(c, false, locked);
 	WAIT_FOR(atomic_load(locked), "the locker");
 	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
-	start_thread(&th, lease_run_main, s);
+	start_thread(&th, lease_run_thread, s);
 
 	/* Every call gives up after the store's timeout. */
 	ck_assert_int_eq(sl_lease_budget_get(s, c->budget, &lim), -ETIMEDOUT);
@@ -652,7 +640,7 @@ START_TEST(the_stats_show_a_raise_before_the_group_has_it_and_a_cut_before_the_s
 		o.demand_ctx = &watch.want[k];
 		ck_assert_int_eq(sl_lease_join(s, "b", watch.g[k], &o, &l[k]), 0);
 	}
-	start_thread(&th, child_run, s);
+	start_thread(&th, lease_run_thread, s);
 	for (round = 0; round < 3; round++) {
 		/* Shares move one way, then the other: raises and cuts. */
 		atomic_store(&watch.want[0].want, WANT_MORE);

@@ -201,12 +201,6 @@ END_TEST
 
 /* ---- destroying a leased group ---- */
 
-static void *run_thread(void *arg)
-{
-	sl_lease_run(arg);
-	return NULL;
-}
-
 /*
  * The run thread steps a lease's group every period: destroying the group
  * while the lease holds it freed it under that thread.  Now the destroy
@@ -232,7 +226,7 @@ START_TEST(a_leased_group_cannot_be_destroyed_until_its_lease_is_left)
 	g = group_new_lim(sl_tree_root(t), "g", &lim);
 	lease_steady_opts(&o);
 	ck_assert_int_eq(sl_lease_join(s, "b", g, &o, &l), 0);
-	ck_assert_int_eq(pthread_create(&th, NULL, run_thread, s), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, lease_run_thread, s), 0);
 
 	ck_assert_int_eq(sl_group_destroy(g), -EBUSY);
 	/* Still a group, still stepped. */
@@ -315,7 +309,7 @@ START_TEST(closing_a_store_stops_its_run_thread_first)
 	sl_limits_init(&lim);
 	g = group_new_lim(sl_tree_root(t), "g", &lim);
 	ck_assert_int_eq(sl_lease_join(s, "b", g, NULL, &l), 0);
-	ck_assert_int_eq(pthread_create(&th, NULL, run_thread, s), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, lease_run_thread, s), 0);
 	WAIT_FOR(lease_stats_of(l).renewals > 2, "renewals");
 	sl_lease_store_close(s);
 	pthread_join(th, NULL);
@@ -358,7 +352,7 @@ static void holder_main(const char *name, struct holder_status *hs)
 		_exit(2);
 	/* A short lease: stopped for longer than it runs. */
 	lease_fast_opts(&o);
-	if (sl_lease_join(s, "b", g, &o, &l) || pthread_create(&th, NULL, run_thread, s))
+	if (sl_lease_join(s, "b", g, &o, &l) || pthread_create(&th, NULL, lease_run_thread, s))
 		_exit(3);
 	atomic_store(&hs->joined, 1);
 	while (!atomic_load(&hs->quit)) {
