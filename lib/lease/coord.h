@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinator's plan: a budget's members in, the grants to write out.
+ * Pure: no I/O, no clock, no allocation the caller does not see.  The
+ * coordinated etcd store (coord_etcd.c) calls it on its snapshot of a
+ * budget; benchmarks/bench_lease's simulator calls it for 10,000 members;
+ * tests/test_lease_coord.c checks it against its definition.
+ *
+ * What the store counts for a member (docs/leases.md, "Scale"): with its
+ * grant g and its report r,
+ *   r present, for g's session:        max(g.held, r.held)
+ *   r present, g absent or for another session: max(g.floor, r.held)
+ *   r absent (its session ran out):    g.floor
+ * A plan never raises the sum of what is counted past the budget's max:
+ * a grant that shrinks still counts at the member's reported held until the
+ * member reports the shrink, so room is freed only once the holder has let
+ * go of it.
+ */
+#ifndef SL_LEASE_COORD_H
+#define SL_LEASE_COORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sl__coord_member {
+	/* In: the store's state. */
+	bool granted;        /* a grant key exists                                   */
+	bool grant_current;  /* it was made for the session of the member's report   */
+	uint64_t g_held, g_floor; /* the grant (0, 0 when none)                       */
+	bool reported;       /* a report exists (its session runs)                    */
+	uint64_t r_held;     /* what the report says the member holds                 */
+	uint64_t demand;     /* what it asks for (reported; 0 without a report)       */
+	/* Out: the grant to hold after the plan (== the input when unchanged). */
+	uint64_t held, floor;
+	bool write;          /* the grant must be (re)written                          */
+	bool grows;          /* the write makes the member count for more            */
+};
+
+struct sl__coord_budget {
+	uint64_t max, min;
+	/* A grant is rewritten only when it moves by more than this (a dead
+	 * band against rewriting every member for a small move); shrinks the
+	 * budget needs, moves to or from 0 and session changes are always
+	 * written.  0: every change is written. */
+	uint64_t dead_band;
+};
+
+/* What the store counts for @m before the plan. */
+uint64_t sl__coord_counted(const struct sl__coord_member *m);
+
+/*
+ * Plan the grants of @n members @m of @b.  Targets are max-min fair
+ * (alloc.h) over the reporting members' demands, within b->max less what
+ * the others count (members without a report count at their floor), with
+ * floors of b->min / (reporting members), raised only from room.  Sets
+ * every member's held, floor, write and grows; a member without a report
+ * keeps its grant as it is (it counts at its floor, which only the member's
+ * next session or its removal changes).
+ *
+ * Shrinks are always planned; grows only into room: after the plan, the
+ * sum over the members of what the store would count (each member's
+ * report as it is now) is at most b->max, or, if it was above b->max
+ * before the plan, no member counts for more than before.
+ * Returns the number of members to write.  @scratch: 2 * @n uint64_t and
+ * @n struct sl__lease_alloc_in of the caller's (sl__coord_scratch_size()).
+ */
+size_t sl__coord_scratch_size(size_t n);
+size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member *m, size_t n,
+		      void *scratch);
+
+#endif /* SL_LEASE_COORD_H */
