@@ -8,7 +8,10 @@ real 3-member etcd cluster on loopback, under one fault each.
 SCENARIO: node-kill (kill -9 a node), node-stall (SIGSTOP a node for three
 TTLs, then SIGCONT), member-kill (kill -9 the etcd leader), all-down (every
 member down for 30 s, then back), wipe (every member's data wiped, the
-cluster restarted empty).
+cluster restarted empty).  With --coordinated the nodes run the coordinated
+protocol (etcd://...?coordinated), and two more scenarios apply:
+coord-kill (kill -9 the node that coordinates the budget) and coord-stall
+(SIGSTOP it for three TTLs, then SIGCONT: another is elected meanwhile).
 
 The invariant, sampled every 10 ms one node after another: the usages of
 the nodes whose leases run plus the floors of the others sum to at most the
@@ -24,6 +27,8 @@ deadline; no rate or time window is asserted.  Exit 77 (skip) when etcd is
 not installed.
 """
 import argparse
+import base64
+import json
 import mmap
 import os
 import shutil
@@ -34,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import etcd_cluster  # noqa: E402
@@ -234,6 +240,28 @@ def set_budget(args, url):
                     "--min", str(MIN), "--soft", str(MAX // 2)], check=True, timeout=120)
 
 
+def coordinator(cl, nodes):
+    """The node whose session holds the budget's coord key (its id carries
+    the pid), or None while no one does."""
+    key = "faults/coord/%s" % BUDGET
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+    for i in range(cl.n):
+        if not cl.alive(i):
+            continue
+        try:
+            req = urllib.request.Request(cl.endpoint(i) + "/v3/kv/range", data=body)
+            with urllib.request.urlopen(req, timeout=2) as r:
+                kvs = json.load(r).get("kvs", [])
+        except OSError:
+            continue
+        if not kvs:
+            return None
+        node = json.loads(base64.b64decode(kvs[0]["value"]))["node"]
+        pid = int(node.split(":")[1])
+        return next((n for n in nodes if n.proc.pid == pid), None)
+    return None
+
+
 def all_held(nodes):
     return all(stat(n, ST_STATE) == HELD for n in nodes)
 
@@ -259,7 +287,7 @@ def run_in(args, work):
     figures = {}
     try:
         with etcd_cluster.EtcdCluster(3) as cl:
-            url = cl.url("faults")
+            url = cl.url("faults") + ("?coordinated" if args.coordinated else "")
             set_budget(args, url)
             for i in range(NODES):
                 nodes.append(Node(i, args, url, work, MAX))
@@ -382,6 +410,31 @@ def scenario(name, args, cl, url, nodes, work, figures):
         wait_for("every node rejoined", lambda: all_held(nodes) and renewed(nodes, base, 2))
         wait_for("the shares fill 90% of the budget again",
                  lambda: sum(stat(n, ST_SHARE) for n in nodes) >= 0.9 * MAX)
+    elif name in ("coord-kill", "coord-stall"):
+        victim = wait_for("a coordinator is elected", lambda: coordinator(cl, nodes))
+        others = [n for n in nodes if n is not victim]
+        floor = stat(victim, ST_FLOOR)
+        if name == "coord-kill":
+            log("kill -9 node %d, the coordinator (share %d)" % (victim.idx, stat(victim, ST_SHARE)))
+            victim.freeze(signal.SIGKILL)
+        else:
+            fences = stat(victim, ST_FENCES)
+            log("SIGSTOP node %d, the coordinator, for three TTLs" % victim.idx)
+            victim.freeze(signal.SIGSTOP)
+        figures["reelected_s"] = round(wait_for(
+            "another node is elected",
+            lambda: coordinator(cl, nodes) not in (None, victim)), 2)
+        figures["reuse_s"] = round(wait_for(
+            "the others use 80% of what the old coordinator does not hold",
+            lambda: sum(stat(n, ST_USAGE) for n in others) >= 0.8 * (MAX - floor)), 2)
+        if name == "coord-stall":
+            time.sleep(max(0.0, 3 * TTL_MS / 1e3 - figures["reuse_s"]))
+            log("SIGCONT node %d" % victim.idx)
+            victim.wake()
+            wait_for("the old coordinator fell to its floor on waking",
+                     lambda: stat(victim, ST_FENCES) > fences)
+            wait_for("it holds its lease again", lambda: stat(victim, ST_STATE) == HELD and
+                     stat(victim, ST_RENEWALS) > base[victim.idx] + 2)
     else:
         raise SystemExit("unknown scenario %s" % name)
 
@@ -389,9 +442,13 @@ def scenario(name, args, cl, url, nodes, work, figures):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--node", required=True, help="tests/lease_node")
+    p.add_argument("--coordinated", action="store_true",
+                   help="the coordinated protocol (etcd://...?coordinated)")
     p.add_argument("scenario", choices=["node-kill", "node-stall", "member-kill", "all-down",
-                                        "wipe"])
+                                        "wipe", "coord-kill", "coord-stall"])
     args = p.parse_args()
+    if args.scenario.startswith("coord-") and not args.coordinated:
+        p.error("%s needs --coordinated" % args.scenario)
     if not etcd_cluster.etcd_binaries():
         print("SKIP: etcd is not installed (apt-get install etcd-server etcd-client)")
         return etcd_cluster.SKIP

@@ -32,6 +32,9 @@ struct sl__etcd_lease {
 struct sl__etcd_store {
 	pthread_mutex_t lock; /* one request at a time on the connection */
 	struct sl__etcd_conn conn;
+	char *hosts;          /* the URL's HOST:PORT[,...], for the watches    */
+	size_t hosts_len;
+	bool coordinated;     /* "?coordinated": store_etcd_coord.h             */
 	char prefix[208];
 	char node[64];
 	_Atomic uint64_t ids; /* participant ids made so far (make_id takes no lock) */

@@ -12,6 +12,9 @@
  * store counts at least what each group may hold.
  */
 #include "lease_int.h"
+#ifdef SL_HAVE_ETCD
+#include "store_etcd_coord.h"
+#endif
 
 #include <errno.h>
 #include <stdio.h>
@@ -291,7 +294,8 @@ static int join_now(struct sl_lease *l)
 		rc = sl__store_read(l->s, l->budget, &v);
 		if (rc)
 			break;
-		rc = sl__lease_register(l, &v, NULL);
+		/* A budget of the coordinated protocol: not one to join here. */
+		rc = v.coordinated ? -EPROTO : sl__lease_register(l, &v, NULL);
 		sl__lease_view_free(&v);
 	}
 	if (!rc) {
@@ -353,6 +357,23 @@ int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 	/* Not under s->lock: the lease is no one else's yet, and the run
 	 * thread holds that lock across its store calls. */
 	l->state = SL_LEASE_JOINING;
+#ifdef SL_HAVE_ETCD
+	if (s->coord) {
+		/* The coordinated protocol registers every lease on the run
+		 * thread, in the node's session; until then the group holds
+		 * at most what it holds now (0 when deferred). */
+		l->c_num = sl__coord_id_num(s->coord, l->id);
+		l->applied = l->orig.max;
+		if (l->opts.flags & SL_LEASE_DEFERRED) {
+			rc = sl__lease_apply(l, 0);
+		} else {
+			uint64_t c;
+
+			sl__lease_group_read(g, &c, NULL);
+			rc = sl__lease_apply(l, c);
+		}
+	} else
+#endif
 	if (l->opts.flags & SL_LEASE_DEFERRED) {
 		/* Nothing is ours until the run thread registers us. */
 		rc = sl__lease_apply(l, 0);
@@ -448,6 +469,11 @@ int sl_lease_leave(sl_lease *l)
 	}
 	/* The record first: once the group's limits are back, what it holds
 	 * must no longer be promised to the budget. */
+#ifdef SL_HAVE_ETCD
+	if (s->coord) {
+		rc = sl__coord_leave(l);
+	} else
+#endif
 	if (l->registered) {
 		rc = sl__store_remove(s, l->budget, l->id);
 		if (rc == -ENOENT)

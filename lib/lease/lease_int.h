@@ -42,9 +42,12 @@ struct sl_lease_store {
 	pthread_cond_t wake;
 	atomic_bool stop;
 	atomic_bool running;
+	atomic_bool kick;   /* cut the sleep short once: a watch saw a change */
 	/* The process that opened it: its records are that process's, and a
 	 * fork()ed child's copy of the handle never touches them. */
 	pid_t owner;
+	/* The coordinated etcd protocol's node (store_etcd_coord.h), or NULL. */
+	struct sl__coord_node *coord;
 };
 
 /* Is @s a handle inherited through fork()?  Then the store, its records and
@@ -102,6 +105,12 @@ struct sl_lease {
 	bool retry;            /* the last step failed on the store: try again soon */
 	struct sl_lease_stats counts; /* the counters; the rest is filled by publish() */
 
+	/* The coordinated etcd protocol (store_etcd_coord.c): the run thread's. */
+	bool c_member;         /* its member key is in the store                     */
+	int64_t c_session;     /* the session its report was written under (0: none) */
+	uint64_t c_rep_held, c_rep_demand; /* the report as last written           */
+	long c_num;            /* its id's number: its slot in the node's grants     */
+
 	/* Under s->stat_lock: what sl_lease_stats() reads. */
 	struct sl_lease_stats pub;
 	int64_t pub_expiry_ns;
@@ -148,6 +157,12 @@ int sl__lease_apply(struct sl_lease *l, uint64_t share);
 void sl__lease_fence(struct sl_lease *l);
 uint64_t sl__lease_counted_others(const struct sl__lease_view *v, const char *id, size_t *nlive);
 int sl__lease_register(struct sl_lease *l, const struct sl__lease_view *v, uint64_t *free_out);
+
+/* What the host's demand hook says @l asks for (lease_run.c). */
+uint64_t sl__lease_my_demand(struct sl_lease *l, uint64_t c, uint64_t events_max,
+			     uint64_t budget_max);
+/* The run loop's sleep until @deadline_ns, cut short by a stop or a kick. */
+void sl__lease_sleep_until(sl_lease_store *s, int64_t deadline_ns);
 
 /* One period of @l: renew, move its share, apply it (lease_run.c). */
 void sl__lease_step(struct sl_lease *l);

@@ -15,6 +15,9 @@
 #include <time.h>
 
 #include "alloc.h"
+#ifdef SL_HAVE_ETCD
+#include "store_etcd_coord.h"
+#endif
 
 /* Has our own view of the lease ended?  Never where the store counts our
  * record for as long as this process lives (shm): a holder that was
@@ -59,7 +62,8 @@ static void rejoin(struct sl_lease *l, const struct sl__lease_view *v)
 /* What the host says the memory is worth, turned into a demand.  A host
  * that reports reuse is judged by it (alloc.h: the live memory, the idle
  * horizon); one that does not, by its evictions and idle time. */
-static uint64_t my_demand(struct sl_lease *l, uint64_t c, uint64_t events_max, uint64_t budget_max)
+uint64_t sl__lease_my_demand(struct sl_lease *l, uint64_t c, uint64_t events_max,
+			     uint64_t budget_max)
 {
 	struct sl_lease_demand d = { UINT64_MAX, 0, 0 };
 	int64_t now = sl__lease_now_ns();
@@ -137,7 +141,7 @@ static void renew(struct sl_lease *l, const struct sl__lease_view *v, const stru
 		sl__lease_apply(l, h);
 	l->blim = v->limits;
 	sl__lease_group_read(l->g, &c, &ev);
-	l->demand = my_demand(l, c, ev, v->limits.max);
+	l->demand = sl__lease_my_demand(l, c, ev, v->limits.max);
 	if (target_of(v, l->id, l->demand, &t, &ft)) {
 		/* Out of memory: renew as we are, move nothing. */
 		t = h;
@@ -251,6 +255,17 @@ void sl__lease_step(struct sl_lease *l)
 		sl__lease_publish(l);
 		return;
 	}
+	if (v.coordinated) {
+		/* The coordinated protocol's budget: its coordinator does not
+		 * hear our records, so we never grow here; the floor once our
+		 * own view ends, as for any store we cannot use. */
+		sl__lease_view_free(&v);
+		l->counts.store_errors++;
+		if (view_ended(l, sl__lease_now_ns()))
+			sl__lease_fence(l);
+		sl__lease_publish(l);
+		return;
+	}
 	if (l->registered && v.incarnation != l->incarnation)
 		store_reset(l);
 	me = l->registered ? find_rec(&v, l->id) : NULL;
@@ -270,13 +285,14 @@ void sl__lease_step(struct sl_lease *l)
 /* The longest sleep with no lease joined: a join is seen this soon. */
 #define IDLE_NS INT64_C(100000000)
 
-static void sleep_until(sl_lease_store *s, int64_t deadline_ns)
+void sl__lease_sleep_until(sl_lease_store *s, int64_t deadline_ns)
 {
 	struct timespec ts = { (time_t)(deadline_ns / 1000000000), (long)(deadline_ns % 1000000000) };
 
 	pthread_mutex_lock(&s->wake_lock);
 	/* Acquire: pairs with sl_lease_stop()'s release. */
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire) &&
+	       !atomic_exchange_explicit(&s->kick, false, memory_order_acq_rel) &&
 	       sl__lease_now_ns() < deadline_ns)
 		pthread_cond_timedwait(&s->wake, &s->wake_lock, &ts);
 	pthread_mutex_unlock(&s->wake_lock);
@@ -290,6 +306,14 @@ int sl_lease_run(sl_lease_store *s)
 		return -ECHILD;
 	if (atomic_exchange_explicit(&s->running, true, memory_order_acq_rel))
 		return -EBUSY;
+#ifdef SL_HAVE_ETCD
+	if (s->coord) {
+		int rc = sl__coord_run(s);
+
+		atomic_store_explicit(&s->running, false, memory_order_release);
+		return rc;
+	}
+#endif
 	/* Acquire: pairs with sl_lease_stop()'s release. */
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		int64_t now = sl__lease_now_ns(), wake = now + IDLE_NS;
@@ -322,7 +346,7 @@ int sl_lease_run(sl_lease_store *s)
 				wake = l->next_ns;
 		}
 		pthread_mutex_unlock(&s->lock);
-		sleep_until(s, wake);
+		sl__lease_sleep_until(s, wake);
 	}
 	atomic_store_explicit(&s->running, false, memory_order_release);
 	return 0;

@@ -6,6 +6,9 @@
  * The budget calls check their arguments here, once for every store.
  */
 #include "lease_int.h"
+#ifdef SL_HAVE_ETCD
+#include "store_etcd_coord.h"
+#endif
 
 #include <errno.h>
 #include <stdlib.h>
@@ -182,7 +185,24 @@ int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
 	pthread_condattr_destroy(&ca);
 	atomic_init(&s->stop, false);
 	atomic_init(&s->running, false);
+	atomic_init(&s->kick, false);
 	s->owner = getpid();
+#ifdef SL_HAVE_ETCD
+	if (ops == &sl__lease_store_etcd && sl__etcd_coordinated(s->state)) {
+		rc = sl__coord_open(s);
+		if (rc) {
+			ops->close(s->state);
+			pthread_cond_destroy(&s->wake);
+			pthread_mutex_destroy(&s->wake_lock);
+			pthread_mutex_destroy(&s->stat_lock);
+			pthread_mutex_destroy(&s->pending_lock);
+			pthread_mutex_destroy(&s->lock);
+			pthread_mutex_destroy(&s->op_lock);
+			free(s);
+			return rc;
+		}
+	}
+#endif
 	*out = s;
 	return 0;
 }
@@ -214,6 +234,9 @@ void sl_lease_store_close(sl_lease_store *s)
 			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 	}
 	sl__lease_leave_all(s);
+#ifdef SL_HAVE_ETCD
+	sl__coord_close(s);
+#endif
 	s->ops->close(s->state);
 	if (sl__lease_inherited(s)) {
 		/* A fork()ed child's copy: its locks may be held by threads

@@ -46,6 +46,10 @@ struct sl__lease_view {
 			       * recreated, so holders know their records are gone  */
 	size_t n;
 	struct sl__lease_rec *recs; /* n records, malloc'd: sl__lease_view_free() */
+	/* Of those, the members of the coordinated protocol (etcd, "?coordinated"):
+	 * shown as the store counts them, but a budget that has any is not
+	 * one the decentralized protocol may grow in (-EPROTO). */
+	size_t coordinated;
 };
 
 /* What a record counts against the budget's max now. */
@@ -110,6 +114,8 @@ extern const struct sl__lease_store_ops sl__lease_store_shm;
 int sl__shm_remove_store(const char *rest, const struct sl_lease_store_opts *opts);
 #ifdef SL_HAVE_ETCD
 extern const struct sl__lease_store_ops sl__lease_store_etcd;
+/* An etcd store opened with "?coordinated" (store_etcd_coord.h). */
+bool sl__etcd_coordinated(void *state);
 #endif
 
 void sl__lease_view_free(struct sl__lease_view *v);

@@ -65,13 +65,28 @@ static void set_node(struct sl__etcd_store *st, const char *node)
 static int etcd_open(const char *rest, const struct sl_lease_store_opts *opts, void **state)
 {
 	struct sl__etcd_store *st;
-	const char *hosts, *slash, *prefix;
+	const char *hosts, *slash, *prefix, *query;
+	char url[512];
 	size_t plen;
 	uint32_t timeout = opts && opts->timeout_ms ? opts->timeout_ms : 1000;
 	int rc;
 
 	if (!rest || !state)
 		return -EINVAL;
+	/* "?coordinated": the coordinated protocol (store_etcd_coord.h).  No
+	 * other query: an older library rejects the '?' (a prefix character
+	 * it does not allow), so a fleet never mixes the two protocols
+	 * because one node runs an older release. */
+	query = strchr(rest, '?');
+	if (query && strcmp(query, "?coordinated") != 0)
+		return -EINVAL;
+	if (query && (size_t)(query - rest) >= sizeof(url))
+		return -EINVAL;
+	if (query) {
+		memcpy(url, rest, (size_t)(query - rest));
+		url[query - rest] = '\0';
+		rest = url;
+	}
 	hosts = rest;
 	if (strncmp(hosts, "//", 2) == 0)
 		hosts += 2;
@@ -102,6 +117,14 @@ static int etcd_open(const char *rest, const struct sl_lease_store_opts *opts, v
 	}
 	memcpy(st->prefix, prefix, plen);
 	st->prefix[plen] = '\0';
+	st->coordinated = query != NULL;
+	st->hosts_len = slash ? (size_t)(slash - hosts) : strlen(hosts);
+	st->hosts = strndup(hosts, st->hosts_len);
+	if (!st->hosts) {
+		sl__etcd_conn_fini(&st->conn);
+		free(st);
+		return -ENOMEM;
+	}
 	set_node(st, opts ? opts->node : NULL);
 	if (getrandom(&st->nonce, sizeof(st->nonce), 0) != (ssize_t)sizeof(st->nonce))
 		st->nonce = (uint64_t)sl__etcd_wall_ms() ^ ((uint64_t)getpid() << 40);
@@ -119,6 +142,7 @@ static void etcd_close(void *state)
 	/* Leases still held expire on their own: leave revokes them early. */
 	sl__etcd_conn_fini(&st->conn);
 	sl__etcd_store_free_rec_state(st);
+	free(st->hosts);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
 }
@@ -142,6 +166,8 @@ static int etcd_remove_store(const char *rest, const struct sl_lease_store_opts 
 {
 	struct sl__etcd_store *st;
 	char ikey[SL__ETCD_KEY_MAX], base[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX];
+	char cbase[SL__ETCD_KEY_MAX], cend[SL__ETCD_KEY_MAX];
+	char gbase[SL__ETCD_KEY_MAX], gend[SL__ETCD_KEY_MAX];
 	json_t *req, *resp = NULL;
 	int64_t deleted = 0;
 	void *state;
@@ -154,11 +180,20 @@ static int etcd_remove_store(const char *rest, const struct sl_lease_store_opts 
 	sl__etcd_key(st, ikey, NULL, NULL, NULL);
 	sl__etcd_key(st, base, "", NULL, NULL); /* "PREFIX/budgets/" */
 	sl__etcd_prefix_end(end, base);
-	req = json_pack("{s:[{s:{s:o}},{s:{s:o,s:o}}]}", "success", "request_delete_range", "key",
-			sl__etcd_b64s(ikey), "request_delete_range", "key", sl__etcd_b64s(base),
-			"range_end", sl__etcd_b64s(end));
+	/* The coordinated protocol's coord/ and grants/ go too (empty for a
+	 * store that never ran it). */
+	snprintf(cbase, sizeof(cbase), "%s/coord/", st->prefix);
+	sl__etcd_prefix_end(cend, cbase);
+	snprintf(gbase, sizeof(gbase), "%s/grants/", st->prefix);
+	sl__etcd_prefix_end(gend, gbase);
+	req = json_pack("{s:[{s:{s:o}},{s:{s:o,s:o}},{s:{s:o,s:o}},{s:{s:o,s:o}}]}", "success",
+			"request_delete_range", "key", sl__etcd_b64s(ikey), "request_delete_range",
+			"key", sl__etcd_b64s(base), "range_end", sl__etcd_b64s(end),
+			"request_delete_range", "key", sl__etcd_b64s(cbase), "range_end",
+			sl__etcd_b64s(cend), "request_delete_range", "key", sl__etcd_b64s(gbase),
+			"range_end", sl__etcd_b64s(gend));
 	rc = req ? sl__etcd_call(&st->conn, "/v3/kv/txn", req, &resp, NULL) : -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < 2; i++) {
+	for (size_t i = 0; rc == 0 && i < 4; i++) {
 		json_t *r = json_array_get(json_object_get(resp, "responses"), i);
 		int64_t n;
 
@@ -453,6 +488,11 @@ static int etcd_budget_list(void *state, char (*names)[SL_LEASE_NAME_MAX], size_
 		return rc;
 	*count = n;
 	return 0;
+}
+
+bool sl__etcd_coordinated(void *state)
+{
+	return ((struct sl__etcd_store *)state)->coordinated;
 }
 
 const struct sl__lease_store_ops sl__lease_store_etcd = {

@@ -217,6 +217,109 @@ done:
 	return rc;
 }
 
+/* A member of the coordinated protocol, as read. */
+struct cpart {
+	char id[SL_LEASE_ID_MAX];
+	bool member, rep, grant;
+	uint64_t r_held, usage, demand, g_held, g_floor;
+	int64_t r_session, g_session;
+};
+
+static struct cpart *cpart_of(struct cpart *t, size_t *n, const char *id)
+{
+	size_t i;
+
+	if (!*id || strlen(id) >= SL_LEASE_ID_MAX)
+		return NULL;
+	for (i = 0; i < *n; i++)
+		if (!strcmp(t[i].id, id))
+			return &t[i];
+	memset(&t[*n], 0, sizeof(t[0]));
+	snprintf(t[*n].id, SL_LEASE_ID_MAX, "%s", id);
+	return &t[(*n)++];
+}
+
+/*
+ * The coordinated protocol's members (store_etcd_coord.h), appended to @out
+ * as records that count what the store counts for them: their grant and
+ * report's larger held while the report (its session) lives and is the
+ * grant's, the grant's floor and the report's held otherwise, the floor
+ * alone once the report is gone.
+ */
+static int add_coordinated(json_t *kvs, size_t sublen, struct sl__lease_view *out)
+{
+	size_t n = json_array_size(kvs), nc = 0, i;
+	struct cpart *t = calloc(n + 1, sizeof(*t));
+	struct sl__lease_rec *recs;
+	json_t *kv;
+
+	if (!t)
+		return -ENOMEM;
+	json_array_foreach(kvs, i, kv) {
+		size_t len;
+		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &len);
+		const char *rest = k && len > sublen ? k + sublen : "";
+		struct cpart *p = NULL;
+		json_t *doc = NULL;
+		uint64_t session = 0;
+
+		if (!strncmp(rest, "member/", 7) && (p = cpart_of(t, &nc, rest + 7))) {
+			p->member = true;
+		} else if (!strncmp(rest, "rep/", 4) && (p = cpart_of(t, &nc, rest + 4)) &&
+			   (doc = sl__etcd_kv_json(kv)) &&
+			   !sl__etcd_get_u64(doc, "held", &p->r_held) &&
+			   !sl__etcd_get_u64(doc, "usage", &p->usage) &&
+			   !sl__etcd_get_u64(doc, "demand", &p->demand) &&
+			   !sl__etcd_get_u64(doc, "session", &session)) {
+			p->rep = true;
+			p->r_session = (int64_t)session;
+		} else if (!strncmp(rest, "grant/", 6) && (p = cpart_of(t, &nc, rest + 6)) &&
+			   (doc = sl__etcd_kv_json(kv)) &&
+			   !sl__etcd_get_u64(doc, "held", &p->g_held) &&
+			   !sl__etcd_get_u64(doc, "floor", &p->g_floor) &&
+			   !sl__etcd_get_u64(doc, "session", &session)) {
+			p->grant = true;
+			p->g_session = (int64_t)session;
+		}
+		json_decref(doc);
+		free(k);
+	}
+	recs = realloc(out->recs, (out->n + nc + 1) * sizeof(*recs));
+	if (!recs) {
+		free(t);
+		return -ENOMEM;
+	}
+	out->recs = recs;
+	for (i = 0; i < nc; i++) {
+		struct sl__lease_rec *r;
+		const struct cpart *p = &t[i];
+		uint64_t floor = p->grant ? p->g_floor : 0;
+
+		if (!p->member)
+			continue;
+		r = &out->recs[out->n++];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->id, sizeof(r->id), "%s", p->id);
+		r->floor = floor;
+		r->usage = p->usage;
+		r->demand = p->demand;
+		if (!p->rep) {
+			r->held = floor;
+			r->state = SL_LEASE_FENCED;
+			r->expires_ms = -1;
+		} else {
+			uint64_t g = p->grant && p->g_session == p->r_session ? p->g_held : floor;
+
+			r->held = g > p->r_held ? g : p->r_held;
+			r->floor = floor < r->held ? floor : r->held;
+			r->state = SL_LEASE_HELD;
+		}
+		out->coordinated++;
+	}
+	free(t);
+	return 0;
+}
+
 /*
  * One txn of three ranges, so that the incarnation, the limits and every
  * record are read at one revision.
@@ -280,6 +383,8 @@ int sl__etcd_read(void *state, const char *budget, struct sl__lease_view *out)
 		rc = sl__etcd_parse_limits(kv, &out->limits);
 		if (rc == 0)
 			rc = build_view(sl__etcd_txn_kvs(resp, 2), strlen(sub), out);
+		if (rc == 0)
+			rc = add_coordinated(sl__etcd_txn_kvs(resp, 2), strlen(sub), out);
 		break;
 	}
 	pthread_mutex_unlock(&st->lock);

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinated etcd protocol (etcd://HOST:PORT/PREFIX?coordinated;
+ * docs/leases.md, "Scale"): what the node side (store_etcd_coord.c) and the
+ * coordinator side (store_etcd_leader.c) share.  Both run on the store's
+ * sl_lease_run() thread; the watch threads (etcd_watch.c) only fill the
+ * tables below under tlock and wake the run thread.
+ *
+ * Keys under PREFIX, beside the decentralized protocol's:
+ *   budgets/NAME/version     {"counted":S}: an upper bound of what the store
+ *                            counts for the budget; every write that makes it
+ *                            count for more compares its mod_revision
+ *   budgets/NAME/member/ID   {}: a participant (ID: its lease id), no lease
+ *   budgets/NAME/rep/ID      its report, under its node's session
+ *   budgets/NAME/grant/ID    its grant, written only by the coordinator
+ *   grants/ID                the same grant, keyed so that a node watches
+ *                            all of its own with one watch
+ *   coord/NAME               the coordinator, under its session; the key's
+ *                            create_revision is its term
+ */
+#ifndef SL_LEASE_STORE_ETCD_COORD_H
+#define SL_LEASE_STORE_ETCD_COORD_H
+
+#include "etcd_store.h"
+#include "etcd_watch.h"
+#include "lease_int.h"
+
+/* A grant as a node or a coordinator knows it. */
+struct sl__cgrant {
+	bool present;
+	uint64_t held, floor, term;
+	int64_t session;          /* the session it was made for                  */
+	struct sl_limits lim;     /* the budget's limits when it was made         */
+};
+
+/* A report as the coordinator knows it. */
+struct sl__crep {
+	bool present;
+	uint64_t held, usage, demand;
+	int64_t session;
+};
+
+/* A member of a budget, in its coordinator's table. */
+struct sl__cmember {
+	char id[SL_LEASE_ID_MAX];
+	bool member;
+	struct sl__crep rep;
+	struct sl__cgrant grant;
+	/* A participant of the decentralized protocol under the same name:
+	 * counted at its record's held, or its floor once the record is gone. */
+	bool f_rec, f_floor;
+	uint64_t f_held, f_floorv;
+};
+
+/* A budget this node coordinates. */
+struct sl__cbudget {
+	char name[SL_LEASE_NAME_MAX];
+	int64_t term;            /* our coord key's create_revision                */
+	struct sl__etcd_watch *w;
+	struct sl__coord_node *node;
+	/* Under node->tlock: filled by the watch. */
+	bool have_lim;
+	struct sl_limits lim;
+	int64_t version_rev;     /* the version key's mod_revision (0: none)      */
+	struct sl__cmember *m;
+	size_t n, cap;
+	bool dirty, lost;
+	struct sl__cbudget *next;
+};
+
+/* What the coord/ watch says of one budget's coordinator. */
+struct sl__celect {
+	char name[SL_LEASE_NAME_MAX];
+	bool held;               /* a coord key exists                             */
+	int64_t campaign_ns;     /* when to campaign if still unheld (0: not due)  */
+	struct sl__celect *next;
+};
+
+struct sl__coord_node {
+	sl_lease_store *s;
+	struct sl__etcd_store *st;
+	char idprefix[SL_LEASE_ID_MAX]; /* "node:pid:nonce:": every lease id's start */
+	/* The session, the run thread's. */
+	int64_t session;         /* etcd lease id, 0: none                          */
+	uint32_t ttl_ms, margin_ms, period_ms;
+	int64_t view_end_ns;     /* our own view of the session ends               */
+	int64_t keep_next_ns;    /* the next keepalive                             */
+	int64_t retry_ns;        /* a failed call is tried again then (0: none)    */
+	uint64_t rnd;
+
+	struct sl__etcd_watch *gw, *cw; /* grants/IDPREFIX, coord/               */
+	pthread_mutex_t tlock;   /* the tables below, and every cbudget's table    */
+	bool gw_lost, cw_lost;
+	struct sl__cgrant *grants; /* indexed by a lease id's number               */
+	size_t ngrants;
+	struct sl__celect *elect;
+	struct sl__cbudget *led;
+	bool kicked;             /* a watch saw a change since the loop last looked */
+};
+
+/* Node side (store_etcd_coord.c). */
+int sl__coord_open(sl_lease_store *s);
+void sl__coord_close(sl_lease_store *s);
+int sl__coord_run(sl_lease_store *s);
+int sl__coord_leave(struct sl_lease *l);
+void sl__coord_kick(struct sl__coord_node *c);
+
+/* Coordinator side (store_etcd_leader.c), on the run thread. */
+void sl__coord_lead(struct sl__coord_node *c, int64_t now);
+void sl__coord_drop_all(struct sl__coord_node *c);
+int sl__coord_elect_start(struct sl__coord_node *c);
+
+/* JSON and txn helpers both sides use. */
+json_t *sl__coord_op_put(const char *key, const char *value, int64_t lease);
+json_t *sl__coord_op_del(const char *key);
+json_t *sl__coord_cmp(const char *key, const char *target, const char *field, const char *result,
+		      int64_t v);
+int sl__coord_txn(struct sl__etcd_store *st, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
+		  json_t **resp);
+int sl__coord_parse_grant(const char *v, size_t len, struct sl__cgrant *g, char *budget);
+/* The number after the last ':' of a lease id (-1: not one of ours). */
+long sl__coord_id_num(const struct sl__coord_node *c, const char *id);
+
+#endif /* SL_LEASE_STORE_ETCD_COORD_H */

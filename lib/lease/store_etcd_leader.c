@@ -1,0 +1,691 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinated etcd protocol, coordinator side (store_etcd_coord.h):
+ * elections, and for each budget this node coordinates, a table of its
+ * members kept by a watch, a plan (coord.c) on every change, and the grants
+ * written in transactions that compare the coordinator's term, so that a
+ * deposed coordinator (stopped past its session, then woken) writes
+ * nothing.  A transaction that raises anyone also compares the budget's
+ * version and rewrites it with what the store then counts: joins, which
+ * claim room by the same compare, and grants never take the same room.
+ *
+ * A new coordinator reads the whole budget (limits, version, members,
+ * reports, grants) before it writes anything; every grant it must respect
+ * is there, since its predecessor's writes after the election fail.
+ */
+#define _GNU_SOURCE
+#include "store_etcd_coord.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord.h"
+
+/* Each grant is two puts; a txn that grows also puts the version. */
+#define GRANTS_PER_TXN 62
+
+static uint64_t rnd_next(struct sl__coord_node *c)
+{
+	/* xorshift64: only spreads campaigns in time. */
+	c->rnd ^= c->rnd << 13;
+	c->rnd ^= c->rnd >> 7;
+	c->rnd ^= c->rnd << 17;
+	return c->rnd;
+}
+
+static void coord_key(const struct sl__coord_node *c, char *out, const char *name)
+{
+	snprintf(out, SL__ETCD_KEY_MAX, "%s/coord/%s", c->st->prefix, name);
+}
+
+/* ---- elections ----------------------------------------------------------- */
+
+static struct sl__celect *elect_of(struct sl__coord_node *c, const char *name, bool create)
+{
+	struct sl__celect *e;
+
+	for (e = c->elect; e; e = e->next)
+		if (!strcmp(e->name, name))
+			return e;
+	if (!create)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->next = c->elect;
+	c->elect = e;
+	return e;
+}
+
+static struct sl__cbudget *led_of(struct sl__coord_node *c, const char *name)
+{
+	struct sl__cbudget *b;
+
+	for (b = c->led; b; b = b->next)
+		if (!strcmp(b->name, name))
+			return b;
+	return NULL;
+}
+
+/* Under tlock: the coord key of @name is there or gone. */
+static void note_coord(struct sl__coord_node *c, const char *key, bool deleted)
+{
+	size_t plen = strlen(c->st->prefix) + strlen("/coord/");
+	struct sl__celect *e;
+	struct sl__cbudget *b;
+
+	if (strlen(key) <= plen || !sl__lease_name_ok(key + plen))
+		return;
+	e = elect_of(c, key + plen, true);
+	if (!e)
+		return;
+	e->held = !deleted;
+	e->campaign_ns = 0;
+	b = led_of(c, key + plen);
+	/* Ours is gone (our session ended) or another's: we lead no more. */
+	if (b && (deleted || b->term == 0))
+		b->lost = true;
+}
+
+static void coord_events(void *ctx, const struct sl__etcd_event *ev, size_t n, int64_t rev)
+{
+	struct sl__coord_node *c = ctx;
+	size_t i;
+
+	(void)rev;
+	pthread_mutex_lock(&c->tlock);
+	for (i = 0; i < n; i++) {
+		struct sl__cbudget *b;
+		size_t plen = strlen(c->st->prefix) + strlen("/coord/");
+
+		note_coord(c, ev[i].key, ev[i].deleted);
+		/* A put with another term than ours: deposed. */
+		if (!ev[i].deleted && strlen(ev[i].key) > plen) {
+			b = led_of(c, ev[i].key + plen);
+			if (b && b->term != ev[i].create_revision)
+				b->lost = true;
+		}
+	}
+	c->kicked = true;
+	pthread_mutex_unlock(&c->tlock);
+	sl__coord_kick(c);
+}
+
+static void coord_reset(void *ctx, int err)
+{
+	struct sl__coord_node *c = ctx;
+
+	(void)err;
+	pthread_mutex_lock(&c->tlock);
+	c->cw_lost = true;
+	pthread_mutex_unlock(&c->tlock);
+	sl__coord_kick(c);
+}
+
+/* The range [@key, its successor) for a key ending in '/'. */
+static json_t *range_req(const char *key, char *end)
+{
+	sl__etcd_prefix_end(end, key);
+	return json_pack("{s:o,s:o}", "key", sl__etcd_b64s(key), "range_end", sl__etcd_b64s(end));
+}
+
+static int range_read(struct sl__etcd_store *st, json_t *req, json_t **resp, int64_t *rev)
+{
+	struct sl__etcd_hdr hdr = { 0, 0 };
+	int rc;
+
+	if (!req)
+		return -ENOMEM;
+	pthread_mutex_lock(&st->lock);
+	rc = sl__etcd_call(&st->conn, "/v3/kv/range", req, resp, &hdr);
+	pthread_mutex_unlock(&st->lock);
+	json_decref(req);
+	*rev = hdr.revision;
+	return rc;
+}
+
+int sl__coord_elect_start(struct sl__coord_node *c)
+{
+	char key[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX];
+	struct sl__etcd_watch_cbs cbs = { coord_events, coord_reset, c };
+	struct sl__celect *e;
+	json_t *resp = NULL, *kv;
+	int64_t rev = 0;
+	size_t i;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/coord/", c->st->prefix);
+	rc = range_read(c->st, range_req(key, end), &resp, &rev);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->tlock);
+	for (e = c->elect; e; e = e->next)
+		e->held = false;
+	json_array_foreach(json_object_get(resp, "kvs"), i, kv) {
+		size_t kl;
+		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
+
+		if (k)
+			note_coord(c, k, false);
+		free(k);
+	}
+	c->cw_lost = false;
+	pthread_mutex_unlock(&c->tlock);
+	json_decref(resp);
+	return sl__etcd_watch_start(&c->cw, c->st->hosts, c->st->hosts_len, c->st->conn.timeout_ms,
+				    key, end, rev + 1, &cbs);
+}
+
+/* ---- a led budget's table ------------------------------------------------ */
+
+static struct sl__cmember *member_of(struct sl__cbudget *b, const char *id, bool create)
+{
+	size_t i;
+
+	if (!id[0] || strlen(id) >= SL_LEASE_ID_MAX)
+		return NULL;
+	for (i = 0; i < b->n; i++)
+		if (!strcmp(b->m[i].id, id))
+			return &b->m[i];
+	if (!create)
+		return NULL;
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		struct sl__cmember *p = realloc(b->m, cap * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		b->m = p;
+		b->cap = cap;
+	}
+	memset(&b->m[b->n], 0, sizeof(b->m[0]));
+	snprintf(b->m[b->n].id, SL_LEASE_ID_MAX, "%s", id);
+	return &b->m[b->n++];
+}
+
+static int parse_rep(const char *v, size_t len, struct sl__crep *r)
+{
+	json_t *o = json_loadb(v, len, 0, NULL);
+	uint64_t session = 0;
+	int rc = -EIO;
+
+	memset(r, 0, sizeof(*r));
+	if (o && !sl__etcd_get_u64(o, "held", &r->held) && !sl__etcd_get_u64(o, "usage", &r->usage) &&
+	    !sl__etcd_get_u64(o, "demand", &r->demand) && !sl__etcd_get_u64(o, "session", &session)) {
+		r->session = (int64_t)session;
+		r->present = true;
+		rc = 0;
+	}
+	json_decref(o);
+	return rc;
+}
+
+/* Under tlock: one key of the budget's range changed. */
+static void note_key(struct sl__cbudget *b, const char *base, const char *key, bool deleted,
+		     const char *v, size_t len, int64_t mod_rev)
+{
+	size_t blen = strlen(base);
+	const char *rest;
+	struct sl__cmember *m;
+	struct sl_limits lim;
+
+	if (strncmp(key, base, blen) != 0)
+		return;
+	rest = key + blen;
+	if (!*rest) {
+		json_t *kv = NULL;
+		char *b64 = NULL;
+
+		/* The limits: parsed as the store parses them. */
+		b->have_lim = false;
+		if (!deleted) {
+			json_t *doc = json_loadb(v, len, 0, NULL);
+
+			if (doc && !sl__etcd_get_u64(doc, "max", &lim.max) &&
+			    !sl__etcd_get_u64(doc, "soft", &lim.soft) &&
+			    !sl__etcd_get_u64(doc, "min", &lim.min)) {
+				b->lim = lim;
+				b->have_lim = true;
+			}
+			json_decref(doc);
+		}
+		(void)kv;
+		(void)b64;
+		b->dirty = true;
+		return;
+	}
+	if (*rest != '/')
+		return; /* another budget whose name starts with ours */
+	rest++;
+	if (!strcmp(rest, "version")) {
+		b->version_rev = deleted ? 0 : mod_rev;
+		return;
+	}
+	if (!strncmp(rest, "member/", 7)) {
+		m = member_of(b, rest + 7, !deleted);
+		if (m)
+			m->member = !deleted;
+	} else if (!strncmp(rest, "rep/", 4)) {
+		m = member_of(b, rest + 4, !deleted);
+		if (m && (deleted || parse_rep(v, len, &m->rep)))
+			memset(&m->rep, 0, sizeof(m->rep));
+	} else if (!strncmp(rest, "rec/", 4) || !strncmp(rest, "floor/", 6)) {
+		bool rec = rest[0] == 'r';
+		json_t *doc = deleted ? NULL : json_loadb(v, len, 0, NULL);
+		uint64_t x = 0;
+
+		m = member_of(b, rest + (rec ? 4 : 6), !deleted);
+		if (m) {
+			/* Unreadable: counted as the whole budget, so nothing
+			 * is granted until it is gone. */
+			if (!deleted && (!doc || sl__etcd_get_u64(doc, rec ? "held" : "floor", &x)))
+				x = UINT64_MAX;
+			if (rec) {
+				m->f_rec = !deleted;
+				m->f_held = x;
+			} else {
+				m->f_floor = !deleted;
+				m->f_floorv = x;
+			}
+		}
+		json_decref(doc);
+	} else if (!strncmp(rest, "grant/", 6)) {
+		m = member_of(b, rest + 6, !deleted);
+		if (m && (deleted || sl__coord_parse_grant(v, len, &m->grant, NULL)))
+			memset(&m->grant, 0, sizeof(m->grant));
+	} else {
+		return;
+	}
+	b->dirty = true;
+}
+
+static void budget_base(const struct sl__cbudget *b, char *out)
+{
+	snprintf(out, SL__ETCD_KEY_MAX, "%s/budgets/%s", b->node->st->prefix, b->name);
+}
+
+static void budget_events(void *ctx, const struct sl__etcd_event *ev, size_t n, int64_t rev)
+{
+	struct sl__cbudget *b = ctx;
+	struct sl__coord_node *c = b->node;
+	char base[SL__ETCD_KEY_MAX];
+	size_t i;
+
+	(void)rev;
+	budget_base(b, base);
+	pthread_mutex_lock(&c->tlock);
+	for (i = 0; i < n; i++)
+		note_key(b, base, ev[i].key, ev[i].deleted, ev[i].value, ev[i].value_len,
+			 ev[i].mod_revision);
+	c->kicked = true;
+	pthread_mutex_unlock(&c->tlock);
+	sl__coord_kick(c);
+}
+
+static void budget_reset(void *ctx, int err)
+{
+	struct sl__cbudget *b = ctx;
+
+	(void)err;
+	pthread_mutex_lock(&b->node->tlock);
+	b->lost = true; /* read it all again: campaign anew */
+	pthread_mutex_unlock(&b->node->tlock);
+	sl__coord_kick(b->node);
+}
+
+static void budget_free(struct sl__cbudget *b)
+{
+	sl__etcd_watch_stop(b->w);
+	free(b->m);
+	free(b);
+}
+
+/* We won @name at @term: read the whole budget, then watch it. */
+static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
+{
+	struct sl__cbudget *b = calloc(1, sizeof(*b));
+	char base[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX];
+	struct sl__etcd_watch_cbs cbs = { budget_events, budget_reset, NULL };
+	json_t *req, *resp = NULL, *kv;
+	int64_t rev = 0;
+	size_t i;
+	int rc;
+
+	if (!b)
+		return -ENOMEM;
+	snprintf(b->name, sizeof(b->name), "%s", name);
+	b->term = term;
+	b->node = c;
+	cbs.ctx = b;
+	budget_base(b, base);
+	/* [base, base + '0'): the limits key and everything under base/. */
+	snprintf(end, sizeof(end), "%s0", base);
+	req = json_pack("{s:o,s:o}", "key", sl__etcd_b64s(base), "range_end", sl__etcd_b64s(end));
+	rc = range_read(c->st, req, &resp, &rev);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	pthread_mutex_lock(&c->tlock);
+	json_array_foreach(json_object_get(resp, "kvs"), i, kv) {
+		size_t kl, vl;
+		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
+		char *v = sl__etcd_unb64(json_object_get(kv, "value"), &vl);
+		int64_t mrev = 0;
+
+		sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &mrev);
+		if (k && v)
+			note_key(b, base, k, false, v, vl, mrev);
+		free(k);
+		free(v);
+	}
+	b->dirty = true;
+	b->next = c->led;
+	c->led = b;
+	pthread_mutex_unlock(&c->tlock);
+	json_decref(resp);
+	rc = sl__etcd_watch_start(&b->w, c->st->hosts, c->st->hosts_len, c->st->conn.timeout_ms,
+				  base, end, rev + 1, &cbs);
+	if (rc) {
+		pthread_mutex_lock(&c->tlock);
+		b->lost = true;
+		pthread_mutex_unlock(&c->tlock);
+	}
+	return 0;
+}
+
+static void campaign(struct sl__coord_node *c, const char *name)
+{
+	char key[SL__ETCD_KEY_MAX], val[SL_LEASE_ID_MAX + 16];
+	int64_t rev = 0;
+	bool ok = false;
+
+	coord_key(c, key, name);
+	snprintf(val, sizeof(val), "{\"node\":\"%s\"}", c->idprefix);
+	if (sl__coord_txn(c->st,
+			  json_pack("[o]", sl__coord_cmp(key, "CREATE", "create_revision", "EQUAL", 0)),
+			  json_pack("[o]", sl__coord_op_put(key, val, c->session)), &ok, &rev, NULL))
+		return;
+	/* The txn's revision is the key's create_revision: our term. */
+	if (ok)
+		lead_start(c, name, rev);
+}
+
+/* ---- the plan and its writes --------------------------------------------- */
+
+static char *grant_json(const char *budget, uint64_t held, uint64_t floor, int64_t term,
+			int64_t session, const struct sl_limits *lim)
+{
+	json_t *o = json_pack("{s:s}", "budget", budget);
+	char *s = NULL;
+
+	if (o && !sl__etcd_set_u64(o, "held", held) && !sl__etcd_set_u64(o, "floor", floor) &&
+	    !sl__etcd_set_u64(o, "term", (uint64_t)term) &&
+	    !sl__etcd_set_u64(o, "session", (uint64_t)session) &&
+	    !sl__etcd_set_u64(o, "max", lim->max) && !sl__etcd_set_u64(o, "soft", lim->soft) &&
+	    !sl__etcd_set_u64(o, "min", lim->min))
+		s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return s;
+}
+
+struct planned {
+	char id[SL_LEASE_ID_MAX];
+	int64_t session;
+};
+
+/*
+ * Write the planned grants of @b: the shrinks (and other writes that raise
+ * no one) first, then the grows, each txn under the term compare; the grows
+ * also under the version compare, rewriting the version with @counted.
+ * Returns 0, -EAGAIN (a compare failed: deposed, or a join came between),
+ * or a store error.
+ */
+static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
+			const struct sl__coord_member *m, const struct planned *p, size_t n,
+			const struct sl_limits *lim, int64_t vrev, uint64_t counted)
+{
+	char ckey[SL__ETCD_KEY_MAX], vkey[SL__ETCD_KEY_MAX], k1[SL__ETCD_KEY_MAX],
+		k2[SL__ETCD_KEY_MAX], vbuf[48];
+	int pass;
+
+	coord_key(c, ckey, b->name);
+	sl__etcd_key(c->st, vkey, b->name, "version", NULL);
+	for (pass = 0; pass < 2; pass++) {
+		size_t i = 0;
+
+		while (i < n) {
+			json_t *ops = json_array(), *cmp;
+			size_t k = 0;
+			int64_t rev = 0;
+			bool ok = false;
+			int rc;
+
+			for (; i < n && k < GRANTS_PER_TXN; i++) {
+				char *v;
+
+				if (!m[i].write || m[i].grows != (pass == 1))
+					continue;
+				v = grant_json(b->name, m[i].held, m[i].floor, b->term, p[i].session,
+					       lim);
+				if (!v) {
+					json_decref(ops);
+					return -ENOMEM;
+				}
+				sl__etcd_key(c->st, k1, b->name, "grant", p[i].id);
+				snprintf(k2, sizeof(k2), "%s/grants/%s", c->st->prefix, p[i].id);
+				json_array_append_new(ops, sl__coord_op_put(k1, v, 0));
+				json_array_append_new(ops, sl__coord_op_put(k2, v, 0));
+				free(v);
+				k++;
+			}
+			if (!k) {
+				json_decref(ops);
+				continue;
+			}
+			cmp = json_pack("[o]", sl__coord_cmp(ckey, "CREATE", "create_revision",
+							     "EQUAL", b->term));
+			if (pass == 1) {
+				snprintf(vbuf, sizeof(vbuf), "{\"counted\":\"%llu\"}",
+					 (unsigned long long)counted);
+				json_array_append_new(cmp, sl__coord_cmp(vkey, "MOD", "mod_revision",
+									 "EQUAL", vrev));
+				json_array_append_new(ops, sl__coord_op_put(vkey, vbuf, 0));
+			}
+			rc = sl__coord_txn(c->st, cmp, ops, &ok, &rev, NULL);
+			if (rc)
+				return rc;
+			if (!ok)
+				return -EAGAIN;
+			if (pass == 1)
+				vrev = rev;
+		}
+	}
+	pthread_mutex_lock(&c->tlock);
+	if (vrev > b->version_rev)
+		b->version_rev = vrev;
+	pthread_mutex_unlock(&c->tlock);
+	return 0;
+}
+
+/* Plan @b from its table and write what changed. */
+static void lead_one(struct sl__coord_node *c, struct sl__cbudget *b)
+{
+	struct sl__coord_budget cb;
+	struct sl__coord_member *m = NULL;
+	struct planned *p = NULL;
+	struct sl_limits lim;
+	void *scratch = NULL;
+	size_t i, n = 0, nrep = 0, writes;
+	uint64_t counted = 0, foreign = 0;
+	int64_t vrev;
+	int rc;
+
+	pthread_mutex_lock(&c->tlock);
+	b->dirty = false;
+	if (!b->have_lim) {
+		pthread_mutex_unlock(&c->tlock);
+		return;
+	}
+	lim = b->lim;
+	vrev = b->version_rev;
+	m = calloc(b->n + 1, sizeof(*m));
+	p = calloc(b->n + 1, sizeof(*p));
+	scratch = malloc(sl__coord_scratch_size(b->n + 1));
+	if (!m || !p || !scratch) {
+		b->dirty = true;
+		pthread_mutex_unlock(&c->tlock);
+		goto out;
+	}
+	for (i = 0; i < b->n; i++) {
+		const struct sl__cmember *x = &b->m[i];
+
+		/* The decentralized protocol's records take their room first. */
+		if (x->f_rec)
+			foreign = sat_add(foreign, x->f_held);
+		else if (x->f_floor)
+			foreign = sat_add(foreign, x->f_floorv);
+		if (!x->member)
+			continue;
+		m[n].granted = x->grant.present;
+		m[n].g_held = x->grant.present ? x->grant.held : 0;
+		m[n].g_floor = x->grant.present ? x->grant.floor : 0;
+		m[n].reported = x->rep.present;
+		m[n].grant_current = x->grant.present && x->rep.present &&
+				     x->grant.session == x->rep.session;
+		m[n].r_held = x->rep.present ? x->rep.held : 0;
+		m[n].demand = x->rep.present ? x->rep.demand : 0;
+		snprintf(p[n].id, sizeof(p[n].id), "%s", x->id);
+		p[n].session = x->rep.session;
+		nrep += x->rep.present;
+		n++;
+	}
+	pthread_mutex_unlock(&c->tlock);
+	cb.max = lim.max > foreign ? lim.max - foreign : 0;
+	cb.min = lim.min;
+	cb.dead_band = lim.max / (16 * (nrep ? nrep : 1));
+	writes = sl__coord_plan(&cb, m, n, scratch);
+	if (!writes)
+		goto out;
+	/* What the store counts once every planned grant is written. */
+	counted = foreign;
+	for (i = 0; i < n; i++) {
+		struct sl__coord_member after = m[i];
+
+		if (m[i].write) {
+			after.granted = true;
+			after.g_held = m[i].held;
+			after.g_floor = m[i].floor;
+			after.grant_current = m[i].reported;
+		}
+		counted = sat_add(counted, sl__coord_counted(&after));
+	}
+	rc = write_grants(c, b, m, p, n, &lim, vrev, counted);
+	pthread_mutex_lock(&c->tlock);
+	if (rc == 0) {
+		/* As the watch will say: the next plan starts from here. */
+		for (i = 0; i < n; i++) {
+			struct sl__cmember *x;
+
+			if (!m[i].write || !(x = member_of(b, p[i].id, false)))
+				continue;
+			x->grant.present = true;
+			x->grant.held = m[i].held;
+			x->grant.floor = m[i].floor;
+			x->grant.term = (uint64_t)b->term;
+			x->grant.session = p[i].session;
+			x->grant.lim = lim;
+		}
+	} else {
+		/* A compare failed (a join came between, or we are deposed:
+		 * the coord watch says which) or the store failed: again
+		 * after the next change or period. */
+		b->dirty = true;
+	}
+	pthread_mutex_unlock(&c->tlock);
+out:
+	free(m);
+	free(p);
+	free(scratch);
+}
+
+void sl__coord_drop_all(struct sl__coord_node *c)
+{
+	struct sl__cbudget *b;
+
+	pthread_mutex_lock(&c->tlock);
+	b = c->led;
+	c->led = NULL;
+	pthread_mutex_unlock(&c->tlock);
+	while (b) {
+		struct sl__cbudget *next = b->next;
+
+		budget_free(b);
+		b = next;
+	}
+}
+
+void sl__coord_lead(struct sl__coord_node *c, int64_t now)
+{
+	struct sl__cbudget *b, **pp;
+	struct sl_lease *l;
+	bool lost;
+
+	pthread_mutex_lock(&c->tlock);
+	lost = c->cw_lost || !c->cw;
+	pthread_mutex_unlock(&c->tlock);
+	if (lost) {
+		sl__etcd_watch_stop(c->cw);
+		c->cw = NULL;
+		if (sl__coord_elect_start(c))
+			return;
+	}
+	/* Budgets we lead no more. */
+	pthread_mutex_lock(&c->tlock);
+	for (pp = &c->led; (b = *pp);) {
+		if (b->lost) {
+			*pp = b->next;
+			pthread_mutex_unlock(&c->tlock);
+			budget_free(b);
+			pthread_mutex_lock(&c->tlock);
+			continue;
+		}
+		pp = &b->next;
+	}
+	pthread_mutex_unlock(&c->tlock);
+	/* Campaign for the budgets of our leases that have no coordinator,
+	 * each after a random part of a period, so that the first to win is
+	 * seen by the others before they try. */
+	for (l = c->s->leases; l; l = l->next) {
+		struct sl__celect *e;
+		bool go = false;
+
+		if (!l->c_member || l->c_session != c->session)
+			continue;
+		pthread_mutex_lock(&c->tlock);
+		e = elect_of(c, l->budget, true);
+		if (e && !e->held && !led_of(c, l->budget)) {
+			if (!e->campaign_ns)
+				e->campaign_ns = now + (int64_t)(rnd_next(c) %
+						 ((uint64_t)c->period_ms * (uint64_t)NS_PER_MS + 1));
+			go = now >= e->campaign_ns;
+			if (go)
+				e->campaign_ns = 0;
+		}
+		pthread_mutex_unlock(&c->tlock);
+		if (go)
+			campaign(c, l->budget);
+	}
+	for (b = c->led; b; b = b->next) {
+		bool dirty;
+
+		pthread_mutex_lock(&c->tlock);
+		dirty = b->dirty && !b->lost;
+		pthread_mutex_unlock(&c->tlock);
+		if (dirty)
+			lead_one(c, b);
+	}
+}
