@@ -249,7 +249,7 @@ def coordinator(cl, nodes):
         if not cl.alive(i):
             continue
         try:
-            req = urllib.request.Request(cl.endpoint(i) + "/v3/kv/range", data=body)
+            req = urllib.request.Request("http://%s/v3/kv/range" % cl.endpoint(i), data=body)
             with urllib.request.urlopen(req, timeout=2) as r:
                 kvs = json.load(r).get("kvs", [])
         except OSError:
@@ -411,7 +411,8 @@ def scenario(name, args, cl, url, nodes, work, figures):
         wait_for("the shares fill 90% of the budget again",
                  lambda: sum(stat(n, ST_SHARE) for n in nodes) >= 0.9 * MAX)
     elif name in ("coord-kill", "coord-stall"):
-        victim = wait_for("a coordinator is elected", lambda: coordinator(cl, nodes))
+        wait_for("a coordinator is elected", lambda: coordinator(cl, nodes))
+        victim = coordinator(cl, nodes)
         others = [n for n in nodes if n is not victim]
         floor = stat(victim, ST_FLOOR)
         if name == "coord-kill":

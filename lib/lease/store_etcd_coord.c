@@ -244,7 +244,12 @@ static int grants_watch_start(struct sl__coord_node *c)
 	json_array_foreach(json_object_get(resp, "kvs"), i, kv) {
 		size_t kl, vl;
 		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
-		char *v = sl__etcd_unb64(json_object_get(kv, "value"), &vl);
+		/* The gateway leaves an empty value out. */
+		json_t *jv = json_object_get(kv, "value");
+		char *v = jv ? sl__etcd_unb64(jv, &vl) : strdup("");
+
+		if (!jv)
+			vl = 0;
 
 		if (k && v)
 			note_grant(c, k, false, v, vl);

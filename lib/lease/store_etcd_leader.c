@@ -347,7 +347,7 @@ static void budget_free(struct sl__cbudget *b)
 static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 {
 	struct sl__cbudget *b = calloc(1, sizeof(*b));
-	char base[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX];
+	char base[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX + 1];
 	struct sl__etcd_watch_cbs cbs = { budget_events, budget_reset, NULL };
 	json_t *req, *resp = NULL, *kv;
 	int64_t rev = 0;
@@ -361,8 +361,11 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 	b->node = c;
 	cbs.ctx = b;
 	budget_base(b, base);
-	/* [base, base + '0'): the limits key and everything under base/. */
-	snprintf(end, sizeof(end), "%s0", base);
+	/* [base, base + '0'): the limits key and everything under base/
+	 * (a key is far shorter than SL__ETCD_KEY_MAX: it always fits). */
+	memcpy(end, base, strlen(base));
+	end[strlen(base)] = '0';
+	end[strlen(base) + 1] = '\0';
 	req = json_pack("{s:o,s:o}", "key", sl__etcd_b64s(base), "range_end", sl__etcd_b64s(end));
 	rc = range_read(c->st, req, &resp, &rev);
 	if (rc) {
@@ -373,9 +376,13 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 	json_array_foreach(json_object_get(resp, "kvs"), i, kv) {
 		size_t kl, vl;
 		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
-		char *v = sl__etcd_unb64(json_object_get(kv, "value"), &vl);
+		/* The gateway leaves an empty value out. */
+		json_t *jv = json_object_get(kv, "value");
+		char *v = jv ? sl__etcd_unb64(jv, &vl) : strdup("");
 		int64_t mrev = 0;
 
+		if (!jv)
+			vl = 0;
 		sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &mrev);
 		if (k && v)
 			note_key(b, base, k, false, v, vl, mrev);
