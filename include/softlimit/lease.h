@@ -11,6 +11,9 @@
  *                                             /softlimit-NAME
  *   etcd://HOST:PORT[,HOST:PORT...]/PREFIX    a fleet: etcd's v3 API through
  *                                             its JSON gateway, under PREFIX
+ *   etcd://.../PREFIX?coordinated             a large fleet: one session per
+ *                                             store handle, one coordinator
+ *                                             per budget (docs/leases.md)
  *
  * Each participant holds a *lease*: its share of the budget, applied to its
  * group as the group's local max (and soft * share / max as its soft), so
@@ -173,8 +176,12 @@ SL_API void sl_lease_store_opts_init(struct sl_lease_store_opts *opts);
  * sl_lease_store_open() - open the store at @url (see the top of this file);
  * @opts may be NULL.  shm: creates the object if it does not exist.  etcd:
  * checks the URL, does no I/O (the first call that needs the cluster
- * connects, failing over between the listed endpoints in order).
- * Errors: -EINVAL for a NULL @url or @out, a malformed URL or bad @opts;
+ * connects, failing over between the listed endpoints in order); with
+ * "?coordinated", the coordinated protocol (docs/leases.md, "Scale"): the
+ * handle is one node's session, and every participant of a budget must
+ * use the same protocol.
+ * Errors: -EINVAL for a NULL @url or @out, a malformed URL (a query other
+ * than "?coordinated") or bad @opts;
  * -EPROTONOSUPPORT for an unknown scheme, or etcd:// in a library built
  * without libcurl and jansson; -ENOMEM; shm: -EACCES, -ETIMEDOUT (another
  * process is initialising the object and did not finish within the
@@ -333,9 +340,15 @@ SL_API void sl_lease_opts_init(struct sl_lease_opts *opts);
  * unknown flag, a wrong size); -EEXIST when @g already holds a
  * lease; -ENOENT for an unknown budget; -EBUSY when @g holds more than the
  * budget has free (shrink it and retry); -ENOSPC when the store has no free
- * slot; -ECHILD when @s was opened by another process (fork()); store
- * errors; nothing changes on any error.  Thread-safe.  Until the lease is
- * left, sl_group_destroy(@g) answers -EBUSY (the run thread steps @g).
+ * slot; -ECHILD when @s was opened by another process (fork()); -EPROTO
+ * when the budget's participants use the coordinated protocol and @s does
+ * not; store errors; nothing changes on any error.  Thread-safe.  Until
+ * the lease is left, sl_group_destroy(@g) answers -EBUSY (the run thread
+ * steps @g).  On an etcd://...?coordinated store every join is registered
+ * by the run thread, in the node's session (as SL_LEASE_DEFERRED, but
+ * holding the group's usage at join rather than 0 until then): the budget
+ * is not checked here, and a usage that does not fit in the room no one
+ * holds is shrunk toward the floor by the run thread.
  */
 SL_API int sl_lease_join(sl_lease_store *s, const char *budget, sl_group *g,
 			 const struct sl_lease_opts *opts, sl_lease **out);
