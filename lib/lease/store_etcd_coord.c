@@ -56,7 +56,7 @@ json_t *sl__coord_cmp(const char *key, const char *target, const char *field, co
 			 result, field, sl__etcd_int(v));
 }
 
-int sl__coord_txn(struct sl__etcd_store *st, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
+int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
 		  json_t **resp)
 {
 	json_t *req, *r = NULL;
@@ -71,9 +71,7 @@ int sl__coord_txn(struct sl__etcd_store *st, json_t *cmp, json_t *ops, bool *ok,
 	req = json_pack("{s:o,s:o}", "compare", cmp, "success", ops);
 	if (!req)
 		return -ENOMEM;
-	pthread_mutex_lock(&st->lock);
-	rc = sl__etcd_call(&st->conn, "/v3/kv/txn", req, &r, &hdr);
-	pthread_mutex_unlock(&st->lock);
+	rc = sl__etcd_call(conn, "/v3/kv/txn", req, &r, &hdr);
 	json_decref(req);
 	if (rc)
 		return rc;
@@ -234,9 +232,7 @@ static int grants_watch_start(struct sl__coord_node *c)
 	req = json_pack("{s:o,s:o}", "key", sl__etcd_b64s(key), "range_end", sl__etcd_b64s(end));
 	if (!req)
 		return -ENOMEM;
-	pthread_mutex_lock(&c->st->lock);
-	rc = sl__etcd_call(&c->st->conn, "/v3/kv/range", req, &resp, &hdr);
-	pthread_mutex_unlock(&c->st->lock);
+	rc = sl__etcd_call(&c->conn, "/v3/kv/range", req, &resp, &hdr);
 	json_decref(req);
 	if (rc)
 		return rc;
@@ -250,7 +246,6 @@ static int grants_watch_start(struct sl__coord_node *c)
 
 		if (!jv)
 			vl = 0;
-
 		if (k && v)
 			note_grant(c, k, false, v, vl);
 		free(k);
@@ -277,7 +272,8 @@ static uint32_t ttl_s(const struct sl__coord_node *c)
 	return c->ttl_ms < 2000 ? 2 : (uint32_t)((c->ttl_ms + 999ull) / 1000);
 }
 
-/* Every lease to its floor: our view of the session ended. */
+/* Under s->lock: every lease to its floor, the session gone (our own view
+ * of it ended, or etcd says it did). */
 static void fence_all(struct sl__coord_node *c)
 {
 	struct sl_lease *l;
@@ -287,28 +283,30 @@ static void fence_all(struct sl__coord_node *c)
 		l->registered = false;
 	}
 	c->session = 0;
-	sl__coord_drop_all(c);
+	c->lost_session = true;
 }
 
-/* Grant a session, or keep ours alive.  The send time, taken before the
- * call, is where our own view starts: etcd's starts when it answers. */
-static int session_renew(struct sl__coord_node *c)
+/*
+ * Grant a session, or keep ours alive (I/O, no lock: c's session fields
+ * are the run thread's).  The send time, taken before the call, is where
+ * our own view starts: etcd's starts when it answers.  -ENOENT: etcd's
+ * lease ended before our own view did.
+ */
+static int session_call(struct sl__coord_node *c, int64_t *sent)
 {
-	int64_t sent = sl__lease_now_ns(), v = 0;
-	struct sl_lease *l;
+	int64_t v = 0;
 	json_t *req, *resp = NULL;
 	int rc;
 
+	*sent = sl__lease_now_ns();
 	if (c->session)
 		req = json_pack("{s:o}", "ID", sl__etcd_int(c->session));
 	else
 		req = json_pack("{s:I}", "TTL", (json_int_t)ttl_s(c));
 	if (!req)
 		return -ENOMEM;
-	pthread_mutex_lock(&c->st->lock);
-	rc = sl__etcd_call(&c->st->conn, c->session ? "/v3/lease/keepalive" : "/v3/lease/grant",
-			   req, &resp, NULL);
-	pthread_mutex_unlock(&c->st->lock);
+	rc = sl__etcd_call(&c->conn, c->session ? "/v3/lease/keepalive" : "/v3/lease/grant", req,
+			   &resp, NULL);
 	json_decref(req);
 	if (rc == 0 && c->session) {
 		/* An expired lease answers without a TTL. */
@@ -318,18 +316,35 @@ static int session_renew(struct sl__coord_node *c)
 		if (sl__etcd_get_int(json_object_get(resp, "ID"), 0, &v) || v == 0)
 			rc = -EIO;
 		else
-			c->session = v;
+			c->new_session = v;
 	}
 	json_decref(resp);
+	return rc;
+}
+
+/* Under s->lock: what session_call() found. */
+static void session_done(struct sl__coord_node *c, int rc, int64_t sent)
+{
+	struct sl_lease *l;
+
 	if (rc == -ENOENT) {
-		/* etcd's lease ended before our view did: the timing
-		 * assumption broke (a stall longer than the margin).  Fall
-		 * now; nothing the old session held is ours any more. */
+		/* The timing assumption broke (a stall longer than the
+		 * margin): fall now; nothing of the old session is ours. */
 		fence_all(c);
-		return rc;
+		return;
 	}
-	if (rc)
-		return rc;
+	if (rc) {
+		for (l = c->s->leases; l; l = l->next) {
+			l->counts.store_errors++;
+			sl__lease_publish(l);
+		}
+		c->retry_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS / 4;
+		return;
+	}
+	if (c->new_session) {
+		c->session = c->new_session;
+		c->new_session = 0;
+	}
 	c->view_end_ns = sent + ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS;
 	c->keep_next_ns = sent + keep_ms(c) * NS_PER_MS;
 	/* Every lease registered in this session was renewed with it. */
@@ -340,17 +355,64 @@ static int session_renew(struct sl__coord_node *c)
 		l->expiry_ns = c->view_end_ns;
 		sl__lease_publish(l);
 	}
-	return 0;
 }
 
-/* ---- one lease's step ---------------------------------------------------- */
+/* ---- the work of one round: decided under s->lock, sent without it ------- */
 
-struct batch {
-	json_t *ops;
-	struct sl_lease *who[TXN_OPS];
-	uint64_t held[TXN_OPS], demand[TXN_OPS], usage[TXN_OPS];
-	size_t n;
+/* A report to write, or a claim to make by a compare. */
+struct cwrite {
+	long num;                /* the lease's, to find it again after the I/O   */
+	char budget[SL_LEASE_NAME_MAX];
+	char id[SL_LEASE_ID_MAX];
+	uint64_t held, usage, demand;
+	uint64_t base;           /* claims: what the store counts for us already  */
+	bool member;             /* the member key is to be written too            */
+	bool claim;              /* a claim (join_compare()), not a batched report */
+	int rc;                  /* the outcome                                    */
+	struct sl_limits lim;    /* claims: the budget's limits as read            */
 };
+
+struct round {
+	struct cwrite *w;
+	size_t n, cap;
+	int64_t session;
+	char (*budgets)[SL_LEASE_NAME_MAX]; /* our registered budgets: campaigns */
+	size_t nb;
+};
+
+static struct cwrite *round_add(struct round *r)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 32;
+		struct cwrite *p = realloc(r->w, cap * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		r->w = p;
+		r->cap = cap;
+	}
+	memset(&r->w[r->n], 0, sizeof(r->w[0]));
+	return &r->w[r->n++];
+}
+
+static int queue(struct round *r, const struct sl_lease *l, uint64_t held, uint64_t usage,
+		 uint64_t demand, bool claim, uint64_t base)
+{
+	struct cwrite *w = round_add(r);
+
+	if (!w)
+		return -ENOMEM;
+	w->num = l->c_num;
+	snprintf(w->budget, sizeof(w->budget), "%s", l->budget);
+	snprintf(w->id, sizeof(w->id), "%s", l->id);
+	w->held = held;
+	w->usage = usage;
+	w->demand = demand;
+	w->member = !l->c_member;
+	w->claim = claim;
+	w->base = base;
+	return 0;
+}
 
 static char *rep_json(uint64_t held, uint64_t usage, uint64_t demand, int64_t session)
 {
@@ -365,152 +427,11 @@ static char *rep_json(uint64_t held, uint64_t usage, uint64_t demand, int64_t se
 	return s;
 }
 
-/* Append @l's report (and its member key when it has none) to @b. */
-static int batch_add(struct sl__coord_node *c, struct batch *b, struct sl_lease *l, uint64_t held,
-		     uint64_t usage, uint64_t demand)
-{
-	char key[SL__ETCD_KEY_MAX];
-	char *v = rep_json(held, usage, demand, c->session);
-	int rc = 0;
-
-	if (!v)
-		return -ENOMEM;
-	if (!b->ops)
-		b->ops = json_array();
-	sl__etcd_key(c->st, key, l->budget, "rep", l->id);
-	if (!b->ops || json_array_append_new(b->ops, sl__coord_op_put(key, v, c->session)))
-		rc = -ENOMEM;
-	if (!rc && !l->c_member) {
-		sl__etcd_key(c->st, key, l->budget, "member", l->id);
-		if (json_array_append_new(b->ops, sl__coord_op_put(key, "{}", 0)))
-			rc = -ENOMEM;
-	}
-	free(v);
-	if (rc)
-		return rc;
-	b->who[b->n] = l;
-	b->held[b->n] = held;
-	b->usage[b->n] = usage;
-	b->demand[b->n] = demand;
-	b->n++;
-	return 0;
-}
-
-/* Send @b: one txn, the reports under the session. */
-static void batch_flush(struct sl__coord_node *c, struct batch *b)
-{
-	bool ok = false;
-	size_t i;
-	int rc;
-
-	if (!b->n) {
-		json_decref(b->ops);
-		b->ops = NULL;
-		return;
-	}
-	/* Under no compare: no report here makes anyone count for more (a
-	 * grow goes through join_compare()). */
-	rc = sl__coord_txn(c->st, json_array(), b->ops, &ok, NULL, NULL);
-	b->ops = NULL;
-	for (i = 0; i < b->n; i++) {
-		struct sl_lease *l = b->who[i];
-
-		if (rc || !ok) {
-			l->counts.store_errors++;
-			c->retry_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS / 4;
-			sl__lease_publish(l);
-			continue;
-		}
-		if (l->c_session != c->session)
-			l->counts.renewals++;
-		l->c_member = true;
-		l->c_session = c->session;
-		l->registered = true;
-		if (b->held[i] > l->c_rep_held)
-			l->counts.grants++;
-		else if (b->held[i] < l->c_rep_held)
-			l->counts.shrinks++;
-		l->c_rep_held = l->held = b->held[i];
-		l->c_rep_demand = b->demand[i];
-		l->usage = b->usage[i];
-		l->expiry_ns = c->view_end_ns;
-		if (l->state != SL_LEASE_HELD) {
-			l->state = SL_LEASE_HELD;
-		}
-		sl__lease_publish(l);
-	}
-	b->n = 0;
-}
-
-/*
- * A claim that makes us count for more than the store counts for us now
- * (a join with usage, a new session above the old grant's floor): from
- * room the budget's version says no one holds, by a compare on it.
- */
-static int join_compare(struct sl__coord_node *c, struct sl_lease *l, uint64_t claim,
-			uint64_t base, uint64_t usage)
-{
-	char bkey[SL__ETCD_KEY_MAX], vkey[SL__ETCD_KEY_MAX], rkey[SL__ETCD_KEY_MAX];
-	char mkey[SL__ETCD_KEY_MAX], vbuf[48];
-	struct sl_limits lim;
-	json_t *ops, *resp = NULL, *kv, *doc;
-	uint64_t counted = 0, grow = claim - base;
-	int64_t vrev = 0, mrev;
-	bool ok = false;
-	char *rep;
-	int rc;
-
-	sl__etcd_key(c->st, bkey, l->budget, NULL, NULL);
-	sl__etcd_key(c->st, vkey, l->budget, "version", NULL);
-	ops = json_pack("[{s:{s:o}},{s:{s:o}}]", "request_range", "key", sl__etcd_b64s(bkey),
-			"request_range", "key", sl__etcd_b64s(vkey));
-	rc = sl__coord_txn(c->st, json_array(), ops, &ok, NULL, &resp);
-	if (rc)
-		return rc;
-	kv = sl__etcd_txn_kv(resp, 0);
-	if (!kv || sl__etcd_parse_limits(kv, &lim)) {
-		json_decref(resp);
-		return -ENOENT;
-	}
-	kv = sl__etcd_txn_kv(resp, 1);
-	if (kv) {
-		doc = sl__etcd_kv_json(kv);
-		/* The decentralized protocol's version key carries no sum: no
-		 * room is known free until a coordinator has written one. */
-		if (!doc || sl__etcd_get_u64(doc, "counted", &counted))
-			counted = UINT64_MAX;
-		json_decref(doc);
-		sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &mrev);
-		vrev = mrev;
-	}
-	json_decref(resp);
-	l->blim = lim;
-	if (counted > lim.max || grow > lim.max - counted)
-		return -EBUSY;
-	snprintf(vbuf, sizeof(vbuf), "{\"counted\":\"%llu\"}", (unsigned long long)(counted + grow));
-	rep = rep_json(claim, usage, claim, c->session);
-	if (!rep)
-		return -ENOMEM;
-	sl__etcd_key(c->st, rkey, l->budget, "rep", l->id);
-	sl__etcd_key(c->st, mkey, l->budget, "member", l->id);
-	ops = json_pack("[o,o,o]", sl__coord_op_put(rkey, rep, c->session),
-			sl__coord_op_put(mkey, "{}", 0), sl__coord_op_put(vkey, vbuf, 0));
-	free(rep);
-	rc = sl__coord_txn(c->st,
-			   json_pack("[o]", sl__coord_cmp(vkey, "MOD", "mod_revision", "EQUAL", vrev)),
-			   ops, &ok, NULL, NULL);
-	if (rc)
-		return rc;
-	return ok ? 0 : -EAGAIN;
-}
-
-/* Register @l in this session: claim what the store counts for us already,
- * or our usage if more (from room, by a compare). */
-static void lease_register(struct sl__coord_node *c, struct sl_lease *l,
-			   const struct sl__cgrant *g, struct batch *b)
+/* Under s->lock: register @l in this session: claim what the store counts
+ * for us already, or our usage if more (from room, by a compare). */
+static void lease_register(struct sl_lease *l, const struct sl__cgrant *g, struct round *r)
 {
 	uint64_t base = g->present ? g->floor : 0, cnt, claim;
-	int rc;
 
 	sl__lease_group_read(l->g, &cnt, NULL);
 	/* Lower first: from here the group holds at most the claim. */
@@ -518,43 +439,15 @@ static void lease_register(struct sl__coord_node *c, struct sl_lease *l,
 		sl__lease_apply(l, max_u64(base, cnt));
 	sl__lease_group_read(l->g, &cnt, NULL);
 	claim = max_u64(base, cnt);
-	if (claim <= base) {
-		if (batch_add(c, b, l, claim, cnt, claim))
-			l->counts.store_errors++;
-		return;
-	}
-	rc = join_compare(c, l, claim, base, cnt);
-	if (rc == 0) {
-		l->counts.renewals++;
-		l->c_member = true;
-		l->c_session = c->session;
-		l->registered = true;
-		l->c_rep_held = l->held = claim;
-		l->usage = cnt;
-		l->expiry_ns = c->view_end_ns;
-		l->state = SL_LEASE_HELD;
-		if (l->applied < claim)
-			sl__lease_apply(l, claim);
-		sl__lease_publish(l);
-		return;
-	}
-	if (rc == -EBUSY) {
-		/* Not room for our usage: shrink toward the floor the store
-		 * counts for us, and claim what is left a later period. */
-		if (l->applied > base)
-			sl__lease_apply(l, base);
-		return;
-	}
-	if (rc != -EAGAIN && rc != -ENOENT) {
+	if (queue(r, l, claim, cnt, claim, claim > base, base))
 		l->counts.store_errors++;
-		c->retry_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS / 4;
-	}
 }
 
-static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct batch *b)
+/* Under s->lock: one period of @l, or its answer to a new grant. */
+static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct round *r)
 {
 	struct sl__cgrant g;
-	uint64_t cnt, ev, target, held;
+	uint64_t cnt, ev, target, held, moved;
 	bool cur;
 
 	memset(&g, 0, sizeof(g));
@@ -573,7 +466,7 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct batc
 		}
 	}
 	if (l->c_session != c->session) {
-		lease_register(c, l, &g, b);
+		lease_register(l, &g, r);
 		return;
 	}
 	cur = g.present && g.session == c->session;
@@ -581,18 +474,29 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct batc
 	l->demand = sl__lease_my_demand(l, cnt, ev, l->blim.max);
 	/* Without a grant for this session we hold what we reported. */
 	target = cur ? g.held : l->c_rep_held;
-	if (target != l->applied)
+	/* A raise only while our own view of the session lasts: the grant
+	 * counts for us only as long as our report (our session) does. */
+	if (target > l->applied && sl__lease_now_ns() >= c->view_end_ns)
+		target = l->applied;
+	/* A cut applies now, before the report says so.  A raise waits for
+	 * our own report of it (round_done()): the grant alone is not
+	 * enough, since the coordinator may shrink a grant we have not
+	 * acknowledged, counting us then at what our report says. */
+	if (target < l->applied)
 		sl__lease_apply(l, target);
 	if (target < l->c_rep_held)
 		sl__lease_group_read(l->g, &cnt, NULL);
 	held = max_u64(target, min_u64(cnt, l->c_rep_held));
 	/* Report a held that moved, or a demand that moved by more than an
 	 * eighth of the share: small moves are not worth a write. */
-	if (held != l->c_rep_held ||
-	    (l->demand > l->c_rep_demand ? l->demand - l->c_rep_demand
-					 : l->c_rep_demand - l->demand) > max_u64(l->applied / 8, 1)) {
-		if (batch_add(c, b, l, held, cnt, l->demand))
+	moved = l->demand > l->c_rep_demand ? l->demand - l->c_rep_demand
+					    : l->c_rep_demand - l->demand;
+	if (held != l->c_rep_held || moved > max_u64(l->applied / 8, 1)) {
+		if (queue(r, l, held, cnt, l->demand, false, 0))
 			l->counts.store_errors++;
+	} else if (target > l->applied) {
+		/* Reported already (a raise whose apply failed): apply it. */
+		sl__lease_apply(l, target);
 	} else {
 		l->usage = cnt;
 		l->expiry_ns = c->view_end_ns;
@@ -600,10 +504,192 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct batc
 	}
 }
 
+/* No lock: send the batched reports, each txn under no compare (no report
+ * makes anyone count for more; a claim goes through join_compare()). */
+static void send_reports(struct sl__coord_node *c, struct round *r)
+{
+	size_t i = 0;
+
+	while (i < r->n) {
+		json_t *ops = json_array();
+		size_t first = i, k = 0;
+		bool ok = false;
+		int rc = -ENOMEM;
+
+		for (; i < r->n && k + 2 <= TXN_OPS; i++) {
+			struct cwrite *w = &r->w[i];
+			char key[SL__ETCD_KEY_MAX], *v;
+
+			if (w->claim)
+				continue;
+			v = rep_json(w->held, w->usage, w->demand, r->session);
+			if (!v || !ops)
+				break;
+			sl__etcd_key(c->st, key, w->budget, "rep", w->id);
+			json_array_append_new(ops, sl__coord_op_put(key, v, r->session));
+			free(v);
+			k++;
+			if (w->member) {
+				sl__etcd_key(c->st, key, w->budget, "member", w->id);
+				json_array_append_new(ops, sl__coord_op_put(key, "{}", 0));
+				k++;
+			}
+		}
+		if (k)
+			rc = sl__coord_txn(&c->conn, json_array(), ops, &ok, NULL, NULL);
+		else
+			json_decref(ops);
+		if (rc == 0 && !ok)
+			rc = -EIO;
+		for (; first < i; first++)
+			if (!r->w[first].claim)
+				r->w[first].rc = k ? rc : 0;
+		if (k && rc)
+			break;
+	}
+	for (; i < r->n; i++)
+		if (!r->w[i].claim)
+			r->w[i].rc = -EAGAIN; /* not sent: again next round */
+}
+
+/*
+ * No lock: a claim that makes us count for more than the store counts for
+ * us now (a join with usage, a new session above the old grant's floor):
+ * from room the budget's version says no one holds, by a compare on it.
+ */
+static int join_compare(struct sl__coord_node *c, struct cwrite *w, int64_t session)
+{
+	char bkey[SL__ETCD_KEY_MAX], vkey[SL__ETCD_KEY_MAX], rkey[SL__ETCD_KEY_MAX];
+	char mkey[SL__ETCD_KEY_MAX], vbuf[48];
+	json_t *ops, *resp = NULL, *kv, *doc;
+	uint64_t counted = 0, grow = w->held - w->base;
+	int64_t vrev = 0;
+	bool ok = false;
+	char *rep;
+	int rc;
+
+	sl__etcd_key(c->st, bkey, w->budget, NULL, NULL);
+	sl__etcd_key(c->st, vkey, w->budget, "version", NULL);
+	ops = json_pack("[{s:{s:o}},{s:{s:o}}]", "request_range", "key", sl__etcd_b64s(bkey),
+			"request_range", "key", sl__etcd_b64s(vkey));
+	rc = sl__coord_txn(&c->conn, json_array(), ops, &ok, NULL, &resp);
+	if (rc)
+		return rc;
+	kv = sl__etcd_txn_kv(resp, 0);
+	if (!kv || sl__etcd_parse_limits(kv, &w->lim)) {
+		json_decref(resp);
+		return -ENOENT;
+	}
+	kv = sl__etcd_txn_kv(resp, 1);
+	if (kv) {
+		doc = sl__etcd_kv_json(kv);
+		/* The decentralized protocol's version key carries no sum: no
+		 * room is known free until a coordinator has written one. */
+		if (!doc || sl__etcd_get_u64(doc, "counted", &counted))
+			counted = UINT64_MAX;
+		json_decref(doc);
+		sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &vrev);
+	}
+	json_decref(resp);
+	if (counted > w->lim.max || grow > w->lim.max - counted)
+		return -EBUSY;
+	snprintf(vbuf, sizeof(vbuf), "{\"counted\":\"%llu\"}", (unsigned long long)(counted + grow));
+	rep = rep_json(w->held, w->usage, w->held, session);
+	if (!rep)
+		return -ENOMEM;
+	sl__etcd_key(c->st, rkey, w->budget, "rep", w->id);
+	sl__etcd_key(c->st, mkey, w->budget, "member", w->id);
+	ops = json_pack("[o,o,o]", sl__coord_op_put(rkey, rep, session),
+			sl__coord_op_put(mkey, "{}", 0), sl__coord_op_put(vkey, vbuf, 0));
+	free(rep);
+	rc = sl__coord_txn(&c->conn,
+			   json_pack("[o]", sl__coord_cmp(vkey, "MOD", "mod_revision", "EQUAL", vrev)),
+			   ops, &ok, NULL, NULL);
+	if (rc)
+		return rc;
+	return ok ? 0 : -EAGAIN;
+}
+
+static struct sl_lease *lease_of(sl_lease_store *s, long num)
+{
+	struct sl_lease *l;
+
+	for (l = s->leases; l; l = l->next)
+		if (l->c_num == num)
+			return l;
+	return NULL;
+}
+
+/* Under s->lock: what the store said to the round's writes.  A lease left
+ * in the meantime is not found (its number is never reused). */
+static void round_done(struct sl__coord_node *c, struct round *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->n; i++) {
+		struct cwrite *w = &r->w[i];
+		struct sl_lease *l = lease_of(c->s, w->num);
+
+		if (!l || r->session != c->session)
+			continue;
+		if (w->rc == -EBUSY) {
+			/* No room for our usage: shrink toward the floor the
+			 * store counts for us, and claim again later. */
+			l->blim = w->lim;
+			if (l->applied > w->base)
+				sl__lease_apply(l, w->base);
+			continue;
+		}
+		if (w->rc) {
+			if (w->rc != -EAGAIN && w->rc != -ENOENT) {
+				l->counts.store_errors++;
+				c->retry_ns = sl__lease_now_ns() +
+					      (int64_t)c->period_ms * NS_PER_MS / 4;
+			}
+			sl__lease_publish(l);
+			continue;
+		}
+		if (l->c_session != r->session)
+			l->counts.renewals++;
+		if (w->held > l->c_rep_held && l->c_session == r->session)
+			l->counts.grants++;
+		else if (w->held < l->c_rep_held && l->c_session == r->session)
+			l->counts.shrinks++;
+		l->c_member = true;
+		l->c_session = r->session;
+		l->registered = true;
+		l->c_rep_held = l->held = w->held;
+		l->c_rep_demand = w->demand;
+		l->usage = w->usage;
+		l->expiry_ns = c->view_end_ns;
+		l->state = SL_LEASE_HELD;
+		/* What our report says is counted now: a claim, or a raise
+		 * to a grant, which the group may take while the grant (for
+		 * this session) still says so and our view lasts. */
+		if (l->applied < w->held) {
+			uint64_t to = w->held;
+
+			if (!w->claim) {
+				struct sl__cgrant g = { .present = false };
+
+				pthread_mutex_lock(&c->tlock);
+				if ((size_t)l->c_num < c->ngrants)
+					g = c->grants[l->c_num];
+				pthread_mutex_unlock(&c->tlock);
+				to = g.present && g.session == r->session ? min_u64(to, g.held)
+									   : l->applied;
+			}
+			if (to > l->applied && sl__lease_now_ns() < c->view_end_ns)
+				sl__lease_apply(l, to);
+		}
+		sl__lease_publish(l);
+	}
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
-/* The session follows the leases' options: the shortest ttl and period,
- * the longest margin. */
+/* Under s->lock: the session follows the leases' options: the shortest ttl
+ * and period, the longest margin. */
 static void session_opts(struct sl__coord_node *c)
 {
 	struct sl_lease *l;
@@ -622,48 +708,20 @@ static void session_opts(struct sl__coord_node *c)
 		c->margin_ms = c->ttl_ms / 2;
 }
 
-static void node_step(struct sl__coord_node *c, bool kicked)
+/* Under s->lock: the leases due (all of them after a grant arrived) step;
+ * the budgets we hold a lease of are noted for the elections. */
+static void collect(struct sl__coord_node *c, struct round *r, bool kicked, int64_t now)
 {
-	struct batch b = { NULL, { NULL }, { 0 }, { 0 }, { 0 }, 0 };
-	int64_t now = sl__lease_now_ns();
 	struct sl_lease *l;
-	bool lost;
+	size_t nl = 0;
 
-	if (!c->s->leases)
-		return;
-	if (!c->session || !c->ttl_ms)
-		session_opts(c);
-	/* Our own view ended (a stall, a store out of reach): the floors
-	 * first, before any store call. */
-	if (c->session && now >= c->view_end_ns)
-		fence_all(c);
-	if (c->retry_ns && now < c->retry_ns && !kicked)
-		return;
-	c->retry_ns = 0;
-	pthread_mutex_lock(&c->tlock);
-	lost = c->gw_lost || !c->gw;
-	pthread_mutex_unlock(&c->tlock);
-	if (lost) {
-		sl__etcd_watch_stop(c->gw);
-		c->gw = NULL;
-		if (grants_watch_start(c)) {
-			c->retry_ns = now + (int64_t)c->period_ms * NS_PER_MS / 4;
-			return;
-		}
-	}
-	if (!c->session || now >= c->keep_next_ns) {
-		int rc = session_renew(c);
-
-		if (rc) {
-			for (l = c->s->leases; l; l = l->next) {
-				l->counts.store_errors++;
-				sl__lease_publish(l);
-			}
-			c->retry_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS / 4;
-			return;
-		}
-	}
+	r->session = c->session;
+	for (l = c->s->leases; l; l = l->next)
+		nl++;
+	r->budgets = calloc(nl + 1, sizeof(*r->budgets));
 	for (l = c->s->leases; l; l = l->next) {
+		if (r->budgets && l->c_member && l->c_session == c->session)
+			snprintf(r->budgets[r->nb++], SL_LEASE_NAME_MAX, "%s", l->budget);
 		if (!kicked && now < l->next_ns)
 			continue;
 		if (now >= l->next_ns) {
@@ -671,11 +729,34 @@ static void node_step(struct sl__coord_node *c, bool kicked)
 			if (l->next_ns <= now)
 				l->next_ns = now + (int64_t)l->opts.period_ms * NS_PER_MS;
 		}
-		lease_step(c, l, &b);
-		if (b.n >= TXN_OPS / 2)
-			batch_flush(c, &b);
+		lease_step(c, l, r);
 	}
-	batch_flush(c, &b);
+}
+
+/* No lock: the watches, started (again) when they are not running. */
+static int watches(struct sl__coord_node *c)
+{
+	bool lost;
+
+	pthread_mutex_lock(&c->tlock);
+	lost = c->gw_lost || !c->gw;
+	pthread_mutex_unlock(&c->tlock);
+	if (lost) {
+		sl__etcd_watch_stop(c->gw);
+		c->gw = NULL;
+		if (grants_watch_start(c))
+			return -EAGAIN;
+	}
+	pthread_mutex_lock(&c->tlock);
+	lost = c->cw_lost || !c->cw;
+	pthread_mutex_unlock(&c->tlock);
+	if (lost) {
+		sl__etcd_watch_stop(c->cw);
+		c->cw = NULL;
+		if (sl__coord_elect_start(c))
+			return -EAGAIN;
+	}
+	return 0;
 }
 
 int sl__coord_run(sl_lease_store *s)
@@ -683,19 +764,69 @@ int sl__coord_run(sl_lease_store *s)
 	struct sl__coord_node *c = s->coord;
 
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
-		int64_t now = sl__lease_now_ns(), wake = now + INT64_C(100000000);
-		bool kicked;
+		int64_t now = sl__lease_now_ns(), wake = now + INT64_C(100000000), sent = 0;
+		struct round r = { NULL, 0, 0, 0, NULL, 0 };
+		bool kicked, renew, any, drop;
 		struct sl_lease *l;
+		size_t i;
+		int rc = 0;
 
+		/* 1. Under the lock: the leases joined since, and the floors
+		 * first if our own view of the session ended. */
 		pthread_mutex_lock(&s->lock);
 		sl__lease_take_pending(s);
+		any = s->leases != NULL;
+		if (any && (!c->session || !c->ttl_ms))
+			session_opts(c);
+		if (c->session && now >= c->view_end_ns)
+			fence_all(c);
+		drop = c->lost_session;
+		c->lost_session = false;
+		renew = any && (!c->retry_ns || now >= c->retry_ns) &&
+			(!c->session || now >= c->keep_next_ns);
+		pthread_mutex_unlock(&s->lock);
+		/* Coordinators that went with the session: dropped before any
+		 * store call (their writes would fail their compare anyway). */
+		if (drop)
+			sl__coord_drop_all(c);
+
+		/* 2. The session, with no lock held. */
+		if (renew)
+			rc = session_call(c, &sent);
+		if (any && (!c->retry_ns || now >= c->retry_ns) && watches(c))
+			rc = rc ? rc : -EAGAIN;
+
+		/* 3. Under the lock: the session's answer; every lease due
+		 * decides its report (lowering its group first). */
+		pthread_mutex_lock(&s->lock);
+		if (renew)
+			session_done(c, rc, sent);
+		drop = c->lost_session;
+		c->lost_session = false;
 		pthread_mutex_lock(&c->tlock);
 		kicked = c->kicked;
 		c->kicked = false;
 		pthread_mutex_unlock(&c->tlock);
-		node_step(c, kicked);
-		if (c->session)
-			sl__coord_lead(c, sl__lease_now_ns());
+		if (c->session && (!c->retry_ns || sl__lease_now_ns() >= c->retry_ns)) {
+			c->retry_ns = 0;
+			collect(c, &r, kicked, sl__lease_now_ns());
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (drop)
+			sl__coord_drop_all(c);
+
+		/* 4. The store calls, with no lock a join, leave or stats takes. */
+		if (r.session) {
+			send_reports(c, &r);
+			for (i = 0; i < r.n; i++)
+				if (r.w[i].claim)
+					r.w[i].rc = join_compare(c, &r.w[i], r.session);
+			sl__coord_lead(c, sl__lease_now_ns(), r.budgets, r.nb, r.session);
+		}
+
+		/* 5. Under the lock: what the store said. */
+		pthread_mutex_lock(&s->lock);
+		round_done(c, &r);
 		for (l = s->leases; l; l = l->next)
 			if (l->next_ns < wake)
 				wake = l->next_ns;
@@ -706,6 +837,8 @@ int sl__coord_run(sl_lease_store *s)
 		if (c->retry_ns && c->retry_ns < wake)
 			wake = c->retry_ns;
 		pthread_mutex_unlock(&s->lock);
+		free(r.w);
+		free(r.budgets);
 		sl__lease_sleep_until(s, wake);
 	}
 	return 0;
@@ -731,6 +864,13 @@ int sl__coord_open(sl_lease_store *s)
 	}
 	colon[1] = '\0';
 	snprintf(c->idprefix, sizeof(c->idprefix), "%s", id);
+	/* The run thread's own connection: a leave or a budget call on the
+	 * store's never waits for the run thread's calls. */
+	rc = sl__etcd_conn_init(&c->conn, c->st->hosts, c->st->hosts_len, c->st->conn.timeout_ms);
+	if (rc) {
+		free(c);
+		return rc;
+	}
 	c->rnd = (uint64_t)sl__lease_now_ns() ^ c->st->nonce;
 	pthread_mutex_init(&c->tlock, NULL);
 	s->coord = c;
@@ -755,26 +895,28 @@ void sl__coord_close(sl_lease_store *s)
 	sl__etcd_watch_stop(c->gw);
 	sl__etcd_watch_stop(c->cw);
 	sl__coord_drop_all(c);
-	/* The session's keys go with it at once, not a ttl later. */
+	/* The session's keys go with it at once, not a ttl later (the run
+	 * thread is stopped: its connection is ours). */
 	if (c->session) {
 		json_t *req = json_pack("{s:o}", "ID", sl__etcd_int(c->session)), *resp = NULL;
 
-		pthread_mutex_lock(&c->st->lock);
-		if (req && sl__etcd_call(&c->st->conn, "/v3/lease/revoke", req, &resp, NULL) == 0)
+		if (req && sl__etcd_call(&c->conn, "/v3/lease/revoke", req, &resp, NULL) == 0)
 			json_decref(resp);
-		pthread_mutex_unlock(&c->st->lock);
 		json_decref(req);
 	}
 	while ((e = c->elect)) {
 		c->elect = e->next;
 		free(e);
 	}
+	sl__etcd_conn_fini(&c->conn);
 	free(c->grants);
 	pthread_mutex_destroy(&c->tlock);
 	free(c);
 	s->coord = NULL;
 }
 
+/* On the caller's thread, with the store's own connection: the run thread
+ * may be in a store call of its own. */
 int sl__coord_leave(struct sl_lease *l)
 {
 	struct sl__coord_node *c = l->s->coord;
@@ -788,10 +930,12 @@ int sl__coord_leave(struct sl_lease *l)
 	sl__etcd_key(c->st, k[1], l->budget, "member", l->id);
 	sl__etcd_key(c->st, k[2], l->budget, "grant", l->id);
 	grants_key(c, k[3], l->id);
-	rc = sl__coord_txn(c->st, json_array(),
+	pthread_mutex_lock(&c->st->lock);
+	rc = sl__coord_txn(&c->st->conn, json_array(),
 			   json_pack("[o,o,o,o]", sl__coord_op_del(k[0]), sl__coord_op_del(k[1]),
 				     sl__coord_op_del(k[2]), sl__coord_op_del(k[3])),
 			   &ok, NULL, NULL);
+	pthread_mutex_unlock(&c->st->lock);
 	if (rc == 0) {
 		pthread_mutex_lock(&c->tlock);
 		if (l->c_num >= 0 && (size_t)l->c_num < c->ngrants)

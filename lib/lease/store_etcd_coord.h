@@ -80,8 +80,12 @@ struct sl__coord_node {
 	sl_lease_store *s;
 	struct sl__etcd_store *st;
 	char idprefix[SL_LEASE_ID_MAX]; /* "node:pid:nonce:": every lease id's start */
-	/* The session, the run thread's. */
+	/* The run thread's own connection (a leave uses the store's). */
+	struct sl__etcd_conn conn;
+	/* The session, the run thread's (changed under s->lock). */
 	int64_t session;         /* etcd lease id, 0: none                          */
+	int64_t new_session;     /* granted by the call in flight                  */
+	bool lost_session;       /* coordinators to drop: the session went         */
 	uint32_t ttl_ms, margin_ms, period_ms;
 	int64_t view_end_ns;     /* our own view of the session ends               */
 	int64_t keep_next_ns;    /* the next keepalive                             */
@@ -106,7 +110,8 @@ int sl__coord_leave(struct sl_lease *l);
 void sl__coord_kick(struct sl__coord_node *c);
 
 /* Coordinator side (store_etcd_leader.c), on the run thread. */
-void sl__coord_lead(struct sl__coord_node *c, int64_t now);
+void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LEASE_NAME_MAX],
+		    size_t nb, int64_t session);
 void sl__coord_drop_all(struct sl__coord_node *c);
 int sl__coord_elect_start(struct sl__coord_node *c);
 
@@ -115,7 +120,8 @@ json_t *sl__coord_op_put(const char *key, const char *value, int64_t lease);
 json_t *sl__coord_op_del(const char *key);
 json_t *sl__coord_cmp(const char *key, const char *target, const char *field, const char *result,
 		      int64_t v);
-int sl__coord_txn(struct sl__etcd_store *st, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
+/* One txn on @conn (the caller serializes its use). */
+int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
 		  json_t **resp);
 int sl__coord_parse_grant(const char *v, size_t len, struct sl__cgrant *g, char *budget);
 /* The number after the last ':' of a lease id (-1: not one of ours). */

@@ -132,16 +132,15 @@ static json_t *range_req(const char *key, char *end)
 	return json_pack("{s:o,s:o}", "key", sl__etcd_b64s(key), "range_end", sl__etcd_b64s(end));
 }
 
-static int range_read(struct sl__etcd_store *st, json_t *req, json_t **resp, int64_t *rev)
+/* On the run thread's connection. */
+static int range_read(struct sl__coord_node *c, json_t *req, json_t **resp, int64_t *rev)
 {
 	struct sl__etcd_hdr hdr = { 0, 0 };
 	int rc;
 
 	if (!req)
 		return -ENOMEM;
-	pthread_mutex_lock(&st->lock);
-	rc = sl__etcd_call(&st->conn, "/v3/kv/range", req, resp, &hdr);
-	pthread_mutex_unlock(&st->lock);
+	rc = sl__etcd_call(&c->conn, "/v3/kv/range", req, resp, &hdr);
 	json_decref(req);
 	*rev = hdr.revision;
 	return rc;
@@ -158,7 +157,7 @@ int sl__coord_elect_start(struct sl__coord_node *c)
 	int rc;
 
 	snprintf(key, sizeof(key), "%s/coord/", c->st->prefix);
-	rc = range_read(c->st, range_req(key, end), &resp, &rev);
+	rc = range_read(c, range_req(key, end), &resp, &rev);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&c->tlock);
@@ -367,7 +366,7 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 	end[strlen(base)] = '0';
 	end[strlen(base) + 1] = '\0';
 	req = json_pack("{s:o,s:o}", "key", sl__etcd_b64s(base), "range_end", sl__etcd_b64s(end));
-	rc = range_read(c->st, req, &resp, &rev);
+	rc = range_read(c, req, &resp, &rev);
 	if (rc) {
 		free(b);
 		return rc;
@@ -404,7 +403,7 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 	return 0;
 }
 
-static void campaign(struct sl__coord_node *c, const char *name)
+static void campaign(struct sl__coord_node *c, const char *name, int64_t session)
 {
 	char key[SL__ETCD_KEY_MAX], val[SL_LEASE_ID_MAX + 16];
 	int64_t rev = 0;
@@ -412,9 +411,9 @@ static void campaign(struct sl__coord_node *c, const char *name)
 
 	coord_key(c, key, name);
 	snprintf(val, sizeof(val), "{\"node\":\"%s\"}", c->idprefix);
-	if (sl__coord_txn(c->st,
+	if (sl__coord_txn(&c->conn,
 			  json_pack("[o]", sl__coord_cmp(key, "CREATE", "create_revision", "EQUAL", 0)),
-			  json_pack("[o]", sl__coord_op_put(key, val, c->session)), &ok, &rev, NULL))
+			  json_pack("[o]", sl__coord_op_put(key, val, session)), &ok, &rev, NULL))
 		return;
 	/* The txn's revision is the key's create_revision: our term. */
 	if (ok)
@@ -502,7 +501,7 @@ static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
 									 "EQUAL", vrev));
 				json_array_append_new(ops, sl__coord_op_put(vkey, vbuf, 0));
 			}
-			rc = sl__coord_txn(c->st, cmp, ops, &ok, &rev, NULL);
+			rc = sl__coord_txn(&c->conn, cmp, ops, &ok, &rev, NULL);
 			if (rc)
 				return rc;
 			if (!ok)
@@ -635,21 +634,12 @@ void sl__coord_drop_all(struct sl__coord_node *c)
 	}
 }
 
-void sl__coord_lead(struct sl__coord_node *c, int64_t now)
+void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LEASE_NAME_MAX],
+		    size_t nb, int64_t session)
 {
 	struct sl__cbudget *b, **pp;
-	struct sl_lease *l;
-	bool lost;
+	size_t i;
 
-	pthread_mutex_lock(&c->tlock);
-	lost = c->cw_lost || !c->cw;
-	pthread_mutex_unlock(&c->tlock);
-	if (lost) {
-		sl__etcd_watch_stop(c->cw);
-		c->cw = NULL;
-		if (sl__coord_elect_start(c))
-			return;
-	}
 	/* Budgets we lead no more. */
 	pthread_mutex_lock(&c->tlock);
 	for (pp = &c->led; (b = *pp);) {
@@ -666,15 +656,13 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now)
 	/* Campaign for the budgets of our leases that have no coordinator,
 	 * each after a random part of a period, so that the first to win is
 	 * seen by the others before they try. */
-	for (l = c->s->leases; l; l = l->next) {
+	for (i = 0; i < nb; i++) {
 		struct sl__celect *e;
 		bool go = false;
 
-		if (!l->c_member || l->c_session != c->session)
-			continue;
 		pthread_mutex_lock(&c->tlock);
-		e = elect_of(c, l->budget, true);
-		if (e && !e->held && !led_of(c, l->budget)) {
+		e = elect_of(c, budgets[i], true);
+		if (e && !e->held && !led_of(c, budgets[i])) {
 			if (!e->campaign_ns)
 				e->campaign_ns = now + (int64_t)(rnd_next(c) %
 						 ((uint64_t)c->period_ms * (uint64_t)NS_PER_MS + 1));
@@ -684,7 +672,7 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now)
 		}
 		pthread_mutex_unlock(&c->tlock);
 		if (go)
-			campaign(c, l->budget);
+			campaign(c, budgets[i], session);
 	}
 	for (b = c->led; b; b = b->next) {
 		bool dirty;
