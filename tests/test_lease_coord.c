@@ -32,7 +32,8 @@ typedef unsigned __int128 u128;
 			ck_abort_msg(__VA_ARGS__);                                                 \
 	} while (0)
 
-static unsigned char scratch[MAXN * (2 * sizeof(uint64_t) + sizeof(struct sl__lease_alloc_in))];
+static _Alignas(struct sl__lease_alloc_in) unsigned char
+	scratch[MAXN * (2 * sizeof(uint64_t) + sizeof(struct sl__lease_alloc_in))];
 
 static uint64_t rng_below(uint64_t *s, uint64_t n)
 {

@@ -69,8 +69,9 @@ uint64_t sl__coord_counted(const struct sl__coord_member *m);
  * than before (the txn must compare the budget's version).
  * Returns the number of members to write.  @scratch: 2 * @n uint64_t and
  * @n struct sl__lease_alloc_in of the caller's, sl__coord_scratch_size(@n)
- * bytes (SIZE_MAX if that does not fit a size_t); its contents do not
- * matter.  @n == 0, or a NULL @b, @m or @scratch: nothing to write.
+ * bytes, aligned as malloc() aligns (SIZE_MAX if that does not fit a
+ * size_t); its contents do not matter.  @n == 0, or a NULL @b, @m or
+ * @scratch: nothing to write.
  */
 size_t sl__coord_scratch_size(size_t n);
 size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member *m, size_t n,
