@@ -41,7 +41,8 @@ struct sl__coord_budget {
 	uint64_t max, min;
 	/* A grant is rewritten only when it moves by more than this (a dead
 	 * band against rewriting every member for a small move); shrinks the
-	 * budget needs, moves to or from 0 and session changes are always
+	 * budget needs (it is over max, or a grow beyond the band finds too
+	 * little room), moves to or from 0 and session changes are always
 	 * written.  0: every change is written. */
 	uint64_t dead_band;
 };
@@ -62,8 +63,15 @@ uint64_t sl__coord_counted(const struct sl__coord_member *m);
  * sum over the members of what the store would count (each member's
  * report as it is now) is at most b->max, or, if it was above b->max
  * before the plan, no member counts for more than before.
+ * Room is shared max-min fairly over what the growers ask for beyond what
+ * they count now.  A reporting member's floor is min(min / n, its held).
+ * grows: what the store counts for the member after the write is more
+ * than before (the txn must compare the budget's version).
  * Returns the number of members to write.  @scratch: 2 * @n uint64_t and
- * @n struct sl__lease_alloc_in of the caller's (sl__coord_scratch_size()).
+ * @n struct sl__lease_alloc_in of the caller's, sl__coord_scratch_size(@n)
+ * bytes, aligned as malloc() aligns (SIZE_MAX if that does not fit a
+ * size_t); its contents do not matter.  @n == 0, or a NULL @b, @m or
+ * @scratch: nothing to write.
  */
 size_t sl__coord_scratch_size(size_t n);
 size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member *m, size_t n,

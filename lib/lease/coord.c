@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinator's plan (coord.h): a budget's members in, grants out.
+ *
+ * Four passes over the members, no sort, no allocation:
+ *   1. the room the reporting members share (max less what the others
+ *      count) and their max-min targets in it (alloc.c);
+ *   2. each reporting member's wanted grant: its target, or its grant as it
+ *      is when the move is within the dead band;
+ *   3. the sum the store would count with every shrink written and every
+ *      grow not yet (a shrink counts at max(new held, reported held): it
+ *      frees room only as far as the member has reported letting go), and
+ *      the room that leaves; when the growers want more than that room, or
+ *      the budget is over, the shrinks the dead band held back are needed
+ *      after all, and pass 2 runs again without holding them back;
+ *   4. the room shared max-min fairly over what the growers want more than
+ *      they count now; a grower gets what it asks for or its part of the
+ *      room, whichever is less.
+ * Every sum saturates: a sum that would pass UINT64_MAX is above any max.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "coord.h"
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sub_sat(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* The grant is for the session the member reports under. */
+static bool current(const struct sl__coord_member *m)
+{
+	return m->granted && m->grant_current;
+}
+
+uint64_t sl__coord_counted(const struct sl__coord_member *m)
+{
+	uint64_t floor = m->granted ? m->g_floor : 0;
+
+	if (!m->reported)
+		return floor;
+	if (current(m))
+		return max_u64(m->g_held, m->r_held);
+	return max_u64(floor, m->r_held);
+}
+
+size_t sl__coord_scratch_size(size_t n)
+{
+	size_t each = 2 * sizeof(uint64_t) + sizeof(struct sl__lease_alloc_in);
+
+	return n > SIZE_MAX / each ? SIZE_MAX : n * each;
+}
+
+/*
+ * The grant @m should hold for target @t.  A fresh grant (none yet for
+ * this session) is the target itself; a current one moves only beyond the
+ * dead band, or to or from 0, or, with @force, down whatever the amount.
+ */
+static uint64_t wanted(const struct sl__coord_member *m, uint64_t t, uint64_t band, bool force)
+{
+	uint64_t g = m->g_held;
+
+	if (!current(m) || t == g || t == 0 || g == 0)
+		return t;
+	if (t < g)
+		return force || g - t > band ? t : g;
+	return t - g > band ? t : g;
+}
+
+/* What the plan's pass 3 sums: the room left with the shrinks written and
+ * the grows not, and what the growers want beyond what they count now. */
+struct tally {
+	uint64_t counted; /* saturating */
+	uint64_t wants;   /* saturating */
+};
+
+static struct tally tally(const struct sl__coord_budget *b, const struct sl__coord_member *m,
+			  size_t n, const uint64_t *tgt, bool force)
+{
+	struct tally s = { 0, 0 };
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t base = sl__coord_counted(&m[i]), after;
+
+		if (!m[i].reported) {
+			s.counted = add_sat(s.counted, base);
+			continue;
+		}
+		after = max_u64(wanted(&m[i], tgt[k++], b->dead_band, force), m[i].r_held);
+		s.counted = add_sat(s.counted, min_u64(after, base));
+		s.wants = add_sat(s.wants, sub_sat(after, base));
+	}
+	return s;
+}
+
+size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member *m, size_t n,
+		      void *scratch)
+{
+	struct sl__lease_alloc_in *in = scratch;
+	uint64_t *tgt, *give, avail, ft, room;
+	size_t i, k, j, nrep = 0, ngrow = 0, writes = 0;
+	struct tally s;
+	bool force = false;
+
+	if (!b || !n || !m || !scratch)
+		return 0;
+	tgt = (uint64_t *)(in + n);
+	give = tgt + n;
+
+	/* 1: the members without a report count at their floor: the rest is
+	 * shared by those with one. */
+	avail = b->max;
+	for (i = 0; i < n; i++) {
+		if (m[i].reported)
+			nrep++;
+		else
+			avail = sub_sat(avail, sl__coord_counted(&m[i]));
+	}
+	ft = nrep ? b->min / nrep : 0;
+	for (i = 0, k = 0; i < n; i++) {
+		if (!m[i].reported)
+			continue;
+		in[k].demand = m[i].demand;
+		in[k].floor = ft;
+		in[k].gain = 0;
+		k++;
+	}
+	sl__lease_alloc_maxmin(avail, nrep, in, tgt);
+
+	/* 2, 3: the room; the dead band gives way when a grower or the
+	 * budget needs what it holds back. */
+	s = tally(b, m, n, tgt, false);
+	room = sub_sat(b->max, s.counted);
+	if (s.counted > b->max || s.wants > room) {
+		force = true;
+		s = tally(b, m, n, tgt, true);
+		room = sub_sat(b->max, s.counted);
+	}
+
+	/* 4: the room, max-min over what the growers want (0 each when it is
+	 * none: an over-budget store grows no one). */
+	for (i = 0, k = 0; i < n; i++) {
+		uint64_t base, after;
+
+		if (!m[i].reported)
+			continue;
+		base = sl__coord_counted(&m[i]);
+		after = max_u64(wanted(&m[i], tgt[k++], b->dead_band, force), m[i].r_held);
+		if (after > base) {
+			in[ngrow].demand = after - base;
+			in[ngrow].floor = 0;
+			in[ngrow].gain = 0;
+			ngrow++;
+		}
+	}
+	for (j = 0; j < ngrow; j++)
+		give[j] = 0;
+	sl__lease_alloc_maxmin(room, ngrow, in, give);
+
+	for (i = 0, k = 0, j = 0; i < n; i++) {
+		struct sl__coord_member *x = &m[i];
+		uint64_t base = sl__coord_counted(x), w, h;
+
+		x->held = x->g_held;
+		x->floor = x->g_floor;
+		x->write = false;
+		x->grows = false;
+		if (!x->reported)
+			continue; /* counted at its floor until it comes back or goes */
+		w = wanted(x, tgt[k++], b->dead_band, force);
+		h = w;
+		if (max_u64(w, x->r_held) > base) {
+			/* The allocator spreads room nobody asked for over
+			 * all: a grower takes only what it asked for. */
+			h = min_u64(w, add_sat(base, min_u64(give[j], in[j].demand)));
+			j++;
+			/* Part of a grow, within the dead band: not worth a
+			 * write; the room stays free for the next plan. */
+			if (current(x) && x->g_held && h < w && h - x->g_held <= b->dead_band)
+				h = x->g_held;
+		}
+		x->held = h;
+		x->floor = min_u64(ft, h);
+		x->write = !current(x) || h != x->g_held || x->floor != x->g_floor;
+		x->grows = max_u64(h, x->r_held) > base;
+		if (x->write)
+			writes++;
+	}
+	return writes;
+}

@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinator's plan (lib/lease/coord.h): a budget's members in, the
+ * grants to write out.
+ *
+ * Worked examples first (shrink before grow, a fresh session's grant, a
+ * member without a report, the dead band), then the definition on random
+ * input: the store never counts more than the budget's max after a plan
+ * (or, over it already, no member counts more than before), shrinks are
+ * always planned and nothing grows past its target; members that ack every
+ * plan reach their max-min targets, within the dead band, in a few plans
+ * and stay there; and a plan is a function of its input alone.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "coord.h"
+#include "helpers.h"
+
+#define MAXN 48
+
+typedef unsigned __int128 u128;
+
+/* Check logs every ck_assert it passes: the random rounds check thousands
+ * of facts each, so they call it only on failure. */
+#define REQUIRE(cond, ...)                                                                         \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			ck_abort_msg(__VA_ARGS__);                                                 \
+	} while (0)
+
+static _Alignas(struct sl__lease_alloc_in) unsigned char
+	scratch[MAXN * (2 * sizeof(uint64_t) + sizeof(struct sl__lease_alloc_in))];
+
+static uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+	return n ? rng_next(s) % n : 0;
+}
+
+static uint64_t max_u(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint64_t min_u(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static bool current(const struct sl__coord_member *m)
+{
+	return m->granted && m->grant_current;
+}
+
+static size_t plan(const struct sl__coord_budget *b, struct sl__coord_member *m, size_t n)
+{
+	ck_assert_uint_le(sl__coord_scratch_size(n), sizeof(scratch));
+	return sl__coord_plan(b, m, n, scratch);
+}
+
+/* The store after the plan's grants are written, reports as they were. */
+static struct sl__coord_member written(const struct sl__coord_member *m)
+{
+	struct sl__coord_member a = *m;
+
+	if (m->write) {
+		a.granted = true;
+		a.grant_current = m->reported;
+	}
+	a.g_held = m->held;
+	a.g_floor = m->floor;
+	return a;
+}
+
+/* The member reports its new grant (held = the grant: it let go or took it). */
+static void ack(struct sl__coord_member *m)
+{
+	if (!m->reported)
+		return;
+	*m = written(m);
+	m->r_held = m->held;
+}
+
+/* Max-min targets of the reporting members (0 for the others), the way
+ * coord.h defines them. */
+static void targets(const struct sl__coord_budget *b, const struct sl__coord_member *m, size_t n,
+		    uint64_t *t)
+{
+	struct sl__lease_alloc_in in[MAXN] = { { 0 } };
+	uint64_t out[MAXN], avail = b->max;
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (m[i].reported)
+			k++;
+		else
+			avail = avail > sl__coord_counted(&m[i]) ? avail - sl__coord_counted(&m[i]) : 0;
+	for (size_t i = 0, j = 0; i < n; i++) {
+		if (!m[i].reported)
+			continue;
+		in[j].demand = m[i].demand;
+		in[j].floor = b->min / k;
+		in[j].gain = 0;
+		j++;
+	}
+	sl__lease_alloc_maxmin(avail, k, in, out);
+	for (size_t i = 0, j = 0; i < n; i++)
+		t[i] = m[i].reported ? out[j++] : 0;
+}
+
+static u128 counted_sum(const struct sl__coord_member *m, size_t n, bool after)
+{
+	u128 s = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct sl__coord_member a = after ? written(&m[i]) : m[i];
+
+		s += sl__coord_counted(&a);
+	}
+	return s;
+}
+
+/* Plan @m and check the result against coord.h's definition. */
+static size_t plan_checked(const struct sl__coord_budget *b, struct sl__coord_member *m, size_t n)
+{
+	uint64_t t[MAXN];
+	u128 before = counted_sum(m, n, false);
+	size_t writes, count = 0, nrep = 0;
+	bool over;
+
+	targets(b, m, n, t);
+	for (size_t i = 0; i < n; i++)
+		nrep += m[i].reported;
+	writes = plan(b, m, n);
+	/* At most max after the plan, or over it still, and then no member
+	 * counts more than it did. */
+	over = counted_sum(m, n, true) > b->max;
+	REQUIRE(before > b->max || !over, "the plan makes the store count more than max %llu",
+		(unsigned long long)b->max);
+	for (size_t i = 0; i < n; i++) {
+		const struct sl__coord_member *x = &m[i];
+		struct sl__coord_member a = written(x);
+		uint64_t was = sl__coord_counted(x), now = sl__coord_counted(&a);
+
+		count += x->write;
+		REQUIRE(!over || now <= was, "member %zu counts more while the store is over max", i);
+		REQUIRE(x->grows == (now > was), "member %zu: grows %d, counted %llu -> %llu", i,
+			x->grows, (unsigned long long)was, (unsigned long long)now);
+		if (!x->reported) {
+			REQUIRE(!x->write && x->held == x->g_held && x->floor == x->g_floor,
+				"member %zu without a report was changed", i);
+			continue;
+		}
+		REQUIRE(x->write == (!current(x) || x->held != x->g_held || x->floor != x->g_floor),
+			"member %zu: write %d does not say whether its grant changes", i, x->write);
+		REQUIRE(x->floor <= x->held && x->floor <= b->min / nrep,
+			"member %zu: floor %llu above its held or min / n", i,
+			(unsigned long long)x->floor);
+		/* Shrinks are always planned; nothing grows past its target. */
+		if (current(x) && x->g_held > t[i] && (x->g_held - t[i] > b->dead_band || !t[i]))
+			REQUIRE(x->held == t[i], "member %zu: shrink %llu -> %llu not planned", i,
+				(unsigned long long)x->g_held, (unsigned long long)t[i]);
+		REQUIRE(x->held <= max_u(t[i], current(x) ? x->g_held : 0),
+			"member %zu grows past its target", i);
+	}
+	REQUIRE(count == writes, "%zu writes returned, %zu marked", writes, count);
+	return writes;
+}
+
+static struct sl__coord_member grant_rep(uint64_t g, uint64_t r, uint64_t demand)
+{
+	struct sl__coord_member m = { .granted = true, .grant_current = true, .g_held = g,
+				      .reported = true, .r_held = r, .demand = demand };
+
+	return m;
+}
+
+START_TEST(counted_follows_the_store_table)
+{
+	struct sl__coord_member m = grant_rep(50, 70, 0);
+
+	m.g_floor = 10;
+	ck_assert_uint_eq(sl__coord_counted(&m), 70);
+	m.r_held = 30;
+	ck_assert_uint_eq(sl__coord_counted(&m), 50);
+	m.grant_current = false; /* a new session's report: the old grant's floor */
+	ck_assert_uint_eq(sl__coord_counted(&m), 30);
+	m.r_held = 5;
+	ck_assert_uint_eq(sl__coord_counted(&m), 10);
+	m.reported = false; /* its session ran out */
+	ck_assert_uint_eq(sl__coord_counted(&m), 10);
+	m = (struct sl__coord_member){ .reported = true, .r_held = 42 }; /* no grant yet */
+	ck_assert_uint_eq(sl__coord_counted(&m), 42);
+}
+END_TEST
+
+START_TEST(a_grower_gets_only_room_that_is_free_now)
+{
+	struct sl__coord_budget b = { .max = 100 };
+	struct sl__coord_member m[2] = { grant_rep(80, 80, 20), grant_rep(20, 20, 80) };
+
+	/* A shrinks to 20 but holds 80 until it says so: no room for B. */
+	ck_assert_uint_eq(plan_checked(&b, m, 2), 1);
+	ck_assert(m[0].write && m[0].held == 20 && !m[0].grows);
+	ck_assert(!m[1].write && m[1].held == 20);
+	ack(&m[0]);
+	ck_assert_uint_eq(plan_checked(&b, m, 2), 1);
+	ck_assert(m[1].write && m[1].held == 80 && m[1].grows);
+
+	/* A holds only 50 of its grant of 80: shrinking it frees 30 at once. */
+	m[0] = grant_rep(80, 50, 20);
+	m[1] = grant_rep(20, 20, 80);
+	ck_assert_uint_eq(plan_checked(&b, m, 2), 2);
+	ck_assert_uint_eq(m[0].held, 20);
+	ck_assert_uint_eq(m[1].held, 50);
+}
+END_TEST
+
+START_TEST(a_new_session_gets_a_fresh_grant_covered_by_room)
+{
+	struct sl__coord_budget b = { .max = 100, .min = 20 };
+	struct sl__coord_member m[2] = { grant_rep(60, 5, 60), grant_rep(90, 90, 90) };
+
+	/* C's grant is from its last session: it counts at max(floor, 5) = 10. */
+	m[0].grant_current = false;
+	m[0].g_floor = 10;
+	m[1].g_floor = 10;
+	plan_checked(&b, m, 2);
+	ck_assert(m[0].write && m[0].held == 10 && m[0].floor == 10 && !m[0].grows);
+	ck_assert(m[1].write && m[1].held == 50);
+	ack(&m[0]);
+	ack(&m[1]);
+	plan_checked(&b, m, 2);
+	ck_assert(m[0].write && m[0].held == 50 && m[0].grows);
+}
+END_TEST
+
+START_TEST(a_member_without_a_report_keeps_its_floor_out_of_the_share)
+{
+	struct sl__coord_budget b = { .max = 100, .min = 60 };
+	struct sl__coord_member m[3] = { grant_rep(40, 40, 100), grant_rep(40, 40, 100),
+					 { .granted = true, .g_held = 40, .g_floor = 20 } };
+
+	ck_assert_uint_eq(sl__coord_counted(&m[2]), 20);
+	plan_checked(&b, m, 3);
+	ck_assert_uint_eq(m[0].held, 40);
+	ck_assert_uint_eq(m[1].held, 40);
+	ck_assert_uint_eq(m[0].floor, 30);
+	ck_assert(!m[2].write && m[2].held == 40 && m[2].floor == 20);
+}
+END_TEST
+
+START_TEST(the_dead_band_gives_way_when_a_grower_needs_the_room)
+{
+	struct sl__coord_budget b = { .max = 100, .dead_band = 2 };
+	struct sl__coord_member m[4];
+
+	/* Small moves both ways: nothing is written. */
+	m[0] = grant_rep(25, 25, 24);
+	m[1] = grant_rep(25, 25, 25);
+	m[2] = grant_rep(25, 25, 25);
+	m[3] = grant_rep(25, 25, 26);
+	ck_assert_uint_eq(plan_checked(&b, m, 4), 0);
+	/* Three shrinks within the band, one grow beyond it, and no room:
+	 * the three are needed, and written. */
+	for (int i = 0; i < 3; i++)
+		m[i] = grant_rep(25, 25, 23);
+	m[3] = grant_rep(25, 25, 40);
+	ck_assert_uint_eq(plan_checked(&b, m, 4), 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(m[i].held, 23);
+	ck_assert_uint_eq(m[3].held, 25);
+	for (int i = 0; i < 4; i++)
+		ack(&m[i]);
+	ck_assert_uint_eq(plan_checked(&b, m, 4), 1);
+	ck_assert_uint_eq(m[3].held, 31);
+	/* A part of a grow within the band is not written either: A shrinks
+	 * (and holds 60 until it says so), B could take 1 of its 21 now. */
+	m[0] = grant_rep(60, 60, 40);
+	m[1] = grant_rep(39, 39, 60);
+	ck_assert_uint_eq(plan_checked(&b, m, 2), 1);
+	ck_assert(m[0].write && m[0].held == 40);
+	ck_assert(!m[1].write && m[1].held == 39);
+	/* A move to 0 is written, however small. */
+	m[0] = grant_rep(1, 1, 0);
+	m[1] = grant_rep(1, 1, 0);
+	b.max = 2;
+	ck_assert_uint_eq(plan_checked(&b, m, 2), 0);
+	b.max = 0;
+	ck_assert_uint_eq(plan_checked(&b, m, 2), 2);
+	ck_assert_uint_eq(m[0].held, 0);
+}
+END_TEST
+
+START_TEST(over_budget_no_one_counts_more)
+{
+	struct sl__coord_budget b = { .max = 100 };
+	struct sl__coord_member m[3] = { grant_rep(90, 90, 90), grant_rep(90, 90, 90),
+					 { .reported = true, .demand = 50 } };
+
+	plan_checked(&b, m, 3);
+	ck_assert(m[2].write && m[2].held == 0 && !m[2].grows);
+	ck_assert_uint_eq(m[0].held, 34);
+	ck_assert_uint_eq(m[1].held, 33);
+	for (int i = 0; i < 3; i++)
+		ack(&m[i]);
+	plan_checked(&b, m, 3);
+	ck_assert_uint_eq(m[2].held, 33);
+}
+END_TEST
+
+START_TEST(empty_and_huge_input)
+{
+	struct sl__coord_budget b = { .max = UINT64_MAX, .min = UINT64_MAX, .dead_band = UINT64_MAX };
+	struct sl__coord_member m[3] = { grant_rep(UINT64_MAX, UINT64_MAX, UINT64_MAX),
+					 grant_rep(UINT64_MAX - 1, 0, UINT64_MAX),
+					 { .reported = true, .r_held = UINT64_MAX, .demand = 1 } };
+
+	ck_assert_uint_eq(sl__coord_scratch_size(0), 0);
+	ck_assert_uint_eq(sl__coord_scratch_size(SIZE_MAX), SIZE_MAX);
+	ck_assert_uint_eq(sl__coord_plan(&b, NULL, 0, NULL), 0);
+	ck_assert_uint_eq(sl__coord_plan(NULL, m, 3, scratch), 0);
+	plan_checked(&b, m, 3);
+	for (int i = 0; i < 3; i++)
+		ack(&m[i]);
+	plan_checked(&b, m, 3);
+	b.max = 7;
+	plan_checked(&b, m, 3);
+}
+END_TEST
+
+/* A value of every scale: 0, small, a part of @scale, near UINT64_MAX. */
+static uint64_t value(uint64_t *s, uint64_t scale)
+{
+	switch (rng_below(s, 8)) {
+	case 0:
+		return 0;
+	case 1:
+		return rng_below(s, 10);
+	case 2:
+		return UINT64_MAX - rng_below(s, 3);
+	default:
+		return rng_below(s, scale + 1);
+	}
+}
+
+static size_t random_budget(uint64_t *s, struct sl__coord_budget *b, struct sl__coord_member *m)
+{
+	size_t n = rng_below(s, MAXN + 1);
+	uint64_t scale;
+
+	b->max = rng_below(s, 4) ? rng_below(s, 100000) : UINT64_MAX - rng_below(s, 1000);
+	b->min = rng_below(s, 3) ? rng_below(s, b->max / 2 + 1) : value(s, b->max);
+	b->dead_band = rng_below(s, 3) ? (n ? b->max / n / 16 : 0) : value(s, 10);
+	/* Grants around a fair part, sometimes far above (an over-budget start). */
+	scale = n ? b->max / n : b->max;
+	scale = scale > UINT64_MAX / 8 ? UINT64_MAX - 1 : scale * (rng_below(s, 4) ? 2 : 8);
+	for (size_t i = 0; i < n; i++) {
+		struct sl__coord_member *x = &m[i];
+
+		memset(x, 0, sizeof(*x));
+		x->granted = rng_below(s, 5) != 0;
+		x->grant_current = rng_below(s, 5) != 0;
+		x->reported = rng_below(s, 6) != 0;
+		if (x->granted) {
+			x->g_held = value(s, scale);
+			x->g_floor = rng_below(s, 8) ? min_u(value(s, scale), x->g_held) : value(s, scale);
+		}
+		if (x->reported) {
+			x->r_held = rng_below(s, 2) ? x->g_held : value(s, scale);
+			x->demand = value(s, scale);
+		}
+	}
+	return n;
+}
+
+START_TEST(the_store_never_counts_more_than_max_on_random_input)
+{
+	uint64_t s = 0x5ca1ab1e;
+	struct sl__coord_budget b;
+	struct sl__coord_member m[MAXN];
+
+	for (int round = 0; round < 20000; round++) {
+		size_t n = random_budget(&s, &b, m);
+
+		plan_checked(&b, m, n);
+		/* Some members let go or take up what they were granted. */
+		for (size_t i = 0; i < n; i++)
+			if (rng_below(&s, 2))
+				ack(&m[i]);
+		plan_checked(&b, m, n);
+	}
+}
+END_TEST
+
+START_TEST(members_that_ack_reach_their_targets_in_a_few_plans)
+{
+	uint64_t s = 0xc0c0a;
+	struct sl__coord_budget b;
+	struct sl__coord_member m[MAXN];
+	uint64_t t[MAXN];
+
+	for (int round = 0; round < 5000; round++) {
+		size_t n = random_budget(&s, &b, m);
+		int plans;
+
+		/* Half the rounds start converged on other demands and move
+		 * them by a few dead bands: the band's own case. */
+		if (round % 2 && n) {
+			for (int k = 0; k < 4; k++) {
+				plan(&b, m, n);
+				for (size_t i = 0; i < n; i++)
+					ack(&m[i]);
+			}
+			for (size_t i = 0; i < n; i++) {
+				uint64_t d = rng_below(&s, 6 * (b.dead_band % (UINT64_MAX / 8)) + 1);
+
+				if (m[i].reported)
+					m[i].demand = rng_below(&s, 2) ? m[i].held - min_u(d, m[i].held)
+									: m[i].held + min_u(d, UINT64_MAX - m[i].held);
+			}
+		}
+		targets(&b, m, n, t);
+		for (plans = 0; plans < 4; plans++) {
+			plan_checked(&b, m, n);
+			for (size_t i = 0; i < n; i++)
+				ack(&m[i]);
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (!m[i].reported)
+				continue;
+			REQUIRE(max_u(m[i].held, t[i]) - min_u(m[i].held, t[i]) <= b.dead_band,
+				"round %d: member %zu at %llu after %d plans, target %llu, band %llu",
+				round, i, (unsigned long long)m[i].held, plans,
+				(unsigned long long)t[i], (unsigned long long)b.dead_band);
+		}
+		/* And it stays there: nothing more to write. */
+		REQUIRE(plan_checked(&b, m, n) == 0, "round %d: converged, yet the plan writes", round);
+	}
+}
+END_TEST
+
+START_TEST(a_plan_is_a_function_of_its_input)
+{
+	uint64_t s = 0xde7e;
+	struct sl__coord_budget b;
+	struct sl__coord_member m[MAXN], again[MAXN];
+
+	for (int round = 0; round < 5000; round++) {
+		size_t n = random_budget(&s, &b, m);
+		size_t w1, w2;
+
+		memcpy(again, m, sizeof(m));
+		/* Whatever the scratch held before. */
+		memset(scratch, 0, sizeof(scratch));
+		w1 = plan(&b, m, n);
+		for (size_t i = 0; i < sizeof(scratch); i++)
+			scratch[i] = (unsigned char)rng_next(&s);
+		w2 = plan(&b, again, n);
+		REQUIRE(w1 == w2 && memcmp(m, again, sizeof(m)) == 0, "round %d: two plans differ",
+			round);
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("lease_coord");
+	TCase *tc = tcase_create("lease_coord");
+
+	tcase_add_test(tc, counted_follows_the_store_table);
+	tcase_add_test(tc, a_grower_gets_only_room_that_is_free_now);
+	tcase_add_test(tc, a_new_session_gets_a_fresh_grant_covered_by_room);
+	tcase_add_test(tc, a_member_without_a_report_keeps_its_floor_out_of_the_share);
+	tcase_add_test(tc, the_dead_band_gives_way_when_a_grower_needs_the_room);
+	tcase_add_test(tc, over_budget_no_one_counts_more);
+	tcase_add_test(tc, empty_and_huge_input);
+	tcase_add_test(tc, the_store_never_counts_more_than_max_on_random_input);
+	tcase_add_test(tc, members_that_ack_reach_their_targets_in_a_few_plans);
+	tcase_add_test(tc, a_plan_is_a_function_of_its_input);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}
