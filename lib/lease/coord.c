@@ -78,6 +78,10 @@ static uint64_t wanted(const struct sl__coord_member *m, uint64_t t, uint64_t ba
 {
 	uint64_t g = m->g_held;
 
+	/* Never more than a sixteenth of the target itself: a small share
+	 * held back by a band sized for the budget would stay more than 10%
+	 * off its target for good. */
+	band = min_u64(band, t / 16);
 	if (!current(m) || t == g || t == 0 || g == 0)
 		return t;
 	if (t < g)
@@ -195,7 +199,8 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 			j++;
 			/* Part of a grow, within the dead band: not worth a
 			 * write; the room stays free for the next plan. */
-			if (current(x) && x->g_held && h < w && h - x->g_held <= b->dead_band)
+			if (current(x) && x->g_held && h < w &&
+			    h - x->g_held <= min_u64(b->dead_band, w / 16))
 				h = x->g_held;
 		}
 		x->held = h;
