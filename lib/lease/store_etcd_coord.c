@@ -836,6 +836,9 @@ int sl__coord_run(sl_lease_store *s)
 			wake = c->view_end_ns;
 		if (c->retry_ns && c->retry_ns < wake)
 			wake = c->retry_ns;
+		if (c->plan_wake_ns && c->plan_wake_ns < wake)
+			wake = c->plan_wake_ns;
+		c->plan_wake_ns = 0;
 		pthread_mutex_unlock(&s->lock);
 		free(r.w);
 		free(r.budgets);

@@ -65,6 +65,7 @@ struct sl__cbudget {
 	struct sl__cmember *m;
 	size_t n, cap;
 	bool dirty, lost;
+	int64_t next_plan_ns;    /* changes are gathered for a quarter period     */
 	struct sl__cbudget *next;
 };
 
@@ -90,6 +91,7 @@ struct sl__coord_node {
 	int64_t view_end_ns;     /* our own view of the session ends               */
 	int64_t keep_next_ns;    /* the next keepalive                             */
 	int64_t retry_ns;        /* a failed call is tried again then (0: none)    */
+	int64_t plan_wake_ns;    /* a coordinated budget is due to be planned      */
 	uint64_t rnd;
 
 	struct sl__etcd_watch *gw, *cw; /* grants/IDPREFIX, coord/               */

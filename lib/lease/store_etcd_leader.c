@@ -674,13 +674,23 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 		if (go)
 			campaign(c, budgets[i], session);
 	}
+	/* Each budget is planned at most once a quarter period: the changes
+	 * of a burst (members joining, reports after a move) are gathered
+	 * into one plan, not one plan and its grants each. */
 	for (b = c->led; b; b = b->next) {
 		bool dirty;
 
 		pthread_mutex_lock(&c->tlock);
 		dirty = b->dirty && !b->lost;
 		pthread_mutex_unlock(&c->tlock);
-		if (dirty)
+		if (dirty && now < b->next_plan_ns) {
+			if (!c->plan_wake_ns || b->next_plan_ns < c->plan_wake_ns)
+				c->plan_wake_ns = b->next_plan_ns;
+			continue;
+		}
+		if (dirty) {
+			b->next_plan_ns = now + (int64_t)c->period_ms * NS_PER_MS / 4;
 			lead_one(c, b);
+		}
 	}
 }
