@@ -466,6 +466,131 @@ START_TEST(a_plan_is_a_function_of_its_input)
 }
 END_TEST
 
+/* The node's side of a lease (coord.h): a cut now, a raise only after our
+ * report, never a raise once our own view of the session ended. */
+START_TEST(a_node_cuts_at_once_and_raises_after_its_report)
+{
+	struct sl__coord_lease x = { .applied = 100, .rep_held = 100, .rep_demand = 50,
+				     .grant_current = true, .g_held = 60, .view_ended = false };
+
+	/* A cut: lower to the grant; report what is still used, if more. */
+	ck_assert_uint_eq(sl__coord_lease_target(&x), 60);
+	ck_assert_uint_eq(sl__coord_lease_held(60, 80, 100), 80);
+	ck_assert_uint_eq(sl__coord_lease_held(60, 40, 100), 60);
+	/* Units stocked above what was reported count no more than that. */
+	ck_assert_uint_eq(sl__coord_lease_held(60, 120, 100), 100);
+	ck_assert(sl__coord_lease_report(&x, 80, 50));
+	/* A raise: the target is above applied, so the runner reports first. */
+	x.applied = 60;
+	x.rep_held = 60;
+	x.g_held = 100;
+	ck_assert_uint_eq(sl__coord_lease_target(&x), 100);
+	ck_assert_uint_eq(sl__coord_lease_held(100, 30, 60), 100);
+	ck_assert(sl__coord_lease_report(&x, 100, 50));
+	/* Our own view ended: no raise, whatever the grant says. */
+	x.view_ended = true;
+	ck_assert_uint_eq(sl__coord_lease_target(&x), 60);
+	x.view_ended = false;
+	/* No grant for this session: we hold what we reported. */
+	x.grant_current = false;
+	ck_assert_uint_eq(sl__coord_lease_target(&x), 60);
+	/* The report's dead band: a demand move of an eighth of the share is
+	 * not worth a write, more is, and so is any change of held. */
+	ck_assert(!sl__coord_lease_report(&x, 60, 50 + 60 / 8));
+	ck_assert(sl__coord_lease_report(&x, 60, 50 + 60 / 8 + 1));
+	ck_assert(sl__coord_lease_report(&x, 61, 50));
+	x.applied = 0;
+	x.rep_held = 0;
+	x.rep_demand = 0;
+	ck_assert(sl__coord_lease_report(&x, 0, 2));
+	ck_assert(!sl__coord_lease_report(&x, 0, 1));
+}
+END_TEST
+
+/*
+ * The protocol on a budget of two members, with the coordinator moving
+ * grants at random (shrinking grants not yet acknowledged included) and
+ * each node's steps interleaved at random: the sum of what the groups may
+ * hold (their applied max) never passes what the store counts nor max.
+ */
+START_TEST(nodes_and_a_coordinator_never_take_the_same_room)
+{
+	uint64_t s = 0x5eed, max = 1000;
+
+	for (int run = 0; run < 2000; run++) {
+		struct sl__coord_member m[2];
+		struct sl__coord_lease x[2];
+		struct sl__coord_budget b = { .max = max, .min = 0, .dead_band = 0 };
+		uint64_t queued[2] = { 0, 0 }, raise[2] = { 0, 0 };
+		uint64_t gver[2] = { 0, 0 }, seen[2] = { 0, 0 };
+		bool sent[2] = { true, true };
+
+		memset(m, 0, sizeof(m));
+		memset(x, 0, sizeof(x));
+		for (int i = 0; i < 2; i++) {
+			m[i].reported = true;
+			m[i].granted = m[i].grant_current = true;
+			x[i].grant_current = true;
+		}
+		for (int t = 0; t < 200; t++) {
+			int i = (int)rng_below(&s, 2);
+
+			switch (rng_below(&s, 3)) {
+			case 0: /* the coordinator plans on new demands */
+				for (int k = 0; k < 2; k++)
+					m[k].demand = rng_below(&s, max + 1);
+				if (plan(&b, m, 2))
+					for (int k = 0; k < 2; k++)
+						if (m[k].write) {
+							m[k].g_held = m[k].held;
+							m[k].g_floor = m[k].floor;
+							gver[k]++;
+						}
+				break;
+			case 1: { /* node i steps on the grant it sees: a cut now */
+				uint64_t target;
+
+				if (!sent[i])
+					break; /* its last report is still in flight */
+				x[i].g_held = m[i].g_held;
+				target = sl__coord_lease_target(&x[i]);
+				if (target < x[i].applied)
+					x[i].applied = target;
+				queued[i] = sl__coord_lease_held(target, x[i].applied, x[i].rep_held);
+				raise[i] = target > x[i].applied ? target : 0;
+				seen[i] = gver[i];
+				sent[i] = false;
+				break;
+			}
+			default: /* node i's report is written; then its raise */
+				if (sent[i])
+					break;
+				sent[i] = true;
+				/* A report that acknowledges a raise compares the
+				 * grant it saw: changed since, it fails. */
+				if (raise[i] && gver[i] != seen[i]) {
+					raise[i] = 0;
+					break;
+				}
+				m[i].r_held = x[i].rep_held = queued[i];
+				if (raise[i] && raise[i] <= m[i].g_held)
+					x[i].applied = raise[i];
+				raise[i] = 0;
+				break;
+			}
+			REQUIRE(x[0].applied + x[1].applied <= sl__coord_counted(&m[0]) +
+								    sl__coord_counted(&m[1]),
+				"run %d step %d: the groups may hold %llu, the store counts %llu", run,
+				t, (unsigned long long)(x[0].applied + x[1].applied),
+				(unsigned long long)(sl__coord_counted(&m[0]) +
+						     sl__coord_counted(&m[1])));
+			REQUIRE(sl__coord_counted(&m[0]) + sl__coord_counted(&m[1]) <= max,
+				"run %d step %d: the store counts past max", run, t);
+		}
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lease_coord");
@@ -481,6 +606,8 @@ int main(void)
 	tcase_add_test(tc, the_store_never_counts_more_than_max_on_random_input);
 	tcase_add_test(tc, members_that_ack_reach_their_targets_in_a_few_plans);
 	tcase_add_test(tc, a_plan_is_a_function_of_its_input);
+	tcase_add_test(tc, a_node_cuts_at_once_and_raises_after_its_report);
+	tcase_add_test(tc, nodes_and_a_coordinator_never_take_the_same_room);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

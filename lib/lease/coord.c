@@ -212,3 +212,22 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 	}
 	return writes;
 }
+
+uint64_t sl__coord_lease_target(const struct sl__coord_lease *x)
+{
+	uint64_t t = x->grant_current ? x->g_held : x->rep_held;
+
+	return t > x->applied && x->view_ended ? x->applied : t;
+}
+
+uint64_t sl__coord_lease_held(uint64_t target, uint64_t usage, uint64_t rep_held)
+{
+	return max_u64(target, min_u64(usage, rep_held));
+}
+
+bool sl__coord_lease_report(const struct sl__coord_lease *x, uint64_t held, uint64_t demand)
+{
+	uint64_t moved = demand > x->rep_demand ? demand - x->rep_demand : x->rep_demand - demand;
+
+	return held != x->rep_held || moved > max_u64(x->applied / 8, 1);
+}

@@ -77,4 +77,35 @@ size_t sl__coord_scratch_size(size_t n);
 size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member *m, size_t n,
 		      void *scratch);
 
+/*
+ * A node's side of one lease, from one period to the next (the run thread
+ * of store_etcd_coord.c does the I/O around it).  The order it encodes:
+ * a cut is applied to the group before the report says so, and the report
+ * then says at least the usage read after the cut; a raise is applied only
+ * after our report of it is written, so that the store counts a raise from
+ * our report whatever the coordinator does with the grant meanwhile.
+ */
+struct sl__coord_lease {
+	uint64_t applied;    /* the group's max now                                */
+	uint64_t rep_held;   /* what our last report said we hold                  */
+	uint64_t rep_demand; /* and asked for                                      */
+	bool grant_current;  /* a grant for our current session is known           */
+	uint64_t g_held;     /* its held                                           */
+	bool view_ended;     /* our own view of the session has ended             */
+};
+
+/* The share the group should follow: the grant's (our report's without
+ * one), never raised once our own view of the session has ended.  Lower
+ * than applied: apply it now; higher: report it first. */
+uint64_t sl__coord_lease_target(const struct sl__coord_lease *x);
+
+/* What to report holding once @target applies and the group's usage,
+ * read after any cut, is @usage: the target, or what is still used of
+ * what we reported, if more. */
+uint64_t sl__coord_lease_held(uint64_t target, uint64_t usage, uint64_t rep_held);
+
+/* Is a report worth a write: a held that moved, or a demand that moved by
+ * more than an eighth of the share (at least 1)? */
+bool sl__coord_lease_report(const struct sl__coord_lease *x, uint64_t held, uint64_t demand);
+
 #endif /* SL_LEASE_COORD_H */

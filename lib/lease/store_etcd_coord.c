@@ -20,6 +20,8 @@
 #define _GNU_SOURCE
 #include "store_etcd_coord.h"
 
+#include "coord.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,7 +171,7 @@ static struct sl__cgrant *grant_slot(struct sl__coord_node *c, long num)
 }
 
 static void note_grant(struct sl__coord_node *c, const char *key, bool deleted, const char *v,
-		       size_t len)
+		       size_t len, int64_t rev)
 {
 	size_t plen = strlen(c->st->prefix) + strlen("/grants/");
 	struct sl__cgrant g, *slot;
@@ -185,6 +187,7 @@ static void note_grant(struct sl__coord_node *c, const char *key, bool deleted, 
 	 * from it, and the store counts at most what we report. */
 	if (!deleted && sl__coord_parse_grant(v, len, &g, NULL))
 		memset(&g, 0, sizeof(g));
+	g.rev = rev;
 	slot = grant_slot(c, num);
 	if (slot)
 		*slot = g;
@@ -198,7 +201,8 @@ static void grants_events(void *ctx, const struct sl__etcd_event *ev, size_t n, 
 	(void)rev;
 	pthread_mutex_lock(&c->tlock);
 	for (i = 0; i < n; i++)
-		note_grant(c, ev[i].key, ev[i].deleted, ev[i].value, ev[i].value_len);
+		note_grant(c, ev[i].key, ev[i].deleted, ev[i].value, ev[i].value_len,
+			   ev[i].mod_revision);
 	c->kicked = true;
 	pthread_mutex_unlock(&c->tlock);
 	sl__coord_kick(c);
@@ -243,11 +247,13 @@ static int grants_watch_start(struct sl__coord_node *c)
 		/* The gateway leaves an empty value out. */
 		json_t *jv = json_object_get(kv, "value");
 		char *v = jv ? sl__etcd_unb64(jv, &vl) : strdup("");
+		int64_t mrev = 0;
 
 		if (!jv)
 			vl = 0;
+		sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &mrev);
 		if (k && v)
-			note_grant(c, k, false, v, vl);
+			note_grant(c, k, false, v, vl, mrev);
 		free(k);
 		free(v);
 	}
@@ -368,6 +374,8 @@ struct cwrite {
 	uint64_t base;           /* claims: what the store counts for us already  */
 	bool member;             /* the member key is to be written too            */
 	bool claim;              /* a claim (join_compare()), not a batched report */
+	bool raise;              /* it acknowledges a raise: sent alone, comparing  */
+	int64_t g_rev;           /* the revision of the grant it saw               */
 	int rc;                  /* the outcome                                    */
 	struct sl_limits lim;    /* claims: the budget's limits as read            */
 };
@@ -446,9 +454,9 @@ static void lease_register(struct sl_lease *l, const struct sl__cgrant *g, struc
 /* Under s->lock: one period of @l, or its answer to a new grant. */
 static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct round *r)
 {
+	struct sl__coord_lease x;
 	struct sl__cgrant g;
-	uint64_t cnt, ev, target, held, moved;
-	bool cur;
+	uint64_t cnt, ev, target, held;
 
 	memset(&g, 0, sizeof(g));
 	pthread_mutex_lock(&c->tlock);
@@ -469,31 +477,34 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct roun
 		lease_register(l, &g, r);
 		return;
 	}
-	cur = g.present && g.session == c->session;
+	x.applied = l->applied;
+	x.rep_held = l->c_rep_held;
+	x.rep_demand = l->c_rep_demand;
+	x.grant_current = g.present && g.session == c->session;
+	x.g_held = g.held;
+	x.view_ended = sl__lease_now_ns() >= c->view_end_ns;
 	sl__lease_group_read(l->g, &cnt, &ev);
 	l->demand = sl__lease_my_demand(l, cnt, ev, l->blim.max);
-	/* Without a grant for this session we hold what we reported. */
-	target = cur ? g.held : l->c_rep_held;
-	/* A raise only while our own view of the session lasts: the grant
-	 * counts for us only as long as our report (our session) does. */
-	if (target > l->applied && sl__lease_now_ns() >= c->view_end_ns)
-		target = l->applied;
-	/* A cut applies now, before the report says so.  A raise waits for
-	 * our own report of it (round_done()): the grant alone is not
-	 * enough, since the coordinator may shrink a grant we have not
+	/* coord.h: a cut applies now, before the report says so; a raise
+	 * waits for our own report of it (round_done()): the grant alone is
+	 * not enough, since the coordinator may shrink a grant we have not
 	 * acknowledged, counting us then at what our report says. */
+	target = sl__coord_lease_target(&x);
 	if (target < l->applied)
 		sl__lease_apply(l, target);
 	if (target < l->c_rep_held)
 		sl__lease_group_read(l->g, &cnt, NULL);
-	held = max_u64(target, min_u64(cnt, l->c_rep_held));
-	/* Report a held that moved, or a demand that moved by more than an
-	 * eighth of the share: small moves are not worth a write. */
-	moved = l->demand > l->c_rep_demand ? l->demand - l->c_rep_demand
-					    : l->c_rep_demand - l->demand;
-	if (held != l->c_rep_held || moved > max_u64(l->applied / 8, 1)) {
+	held = sl__coord_lease_held(target, cnt, l->c_rep_held);
+	if (sl__coord_lease_report(&x, held, l->demand)) {
 		if (queue(r, l, held, cnt, l->demand, false, 0))
 			l->counts.store_errors++;
+		else if (held > l->c_rep_held) {
+			/* It counts us for more than our last report did: only
+			 * if the grant is still the one we saw (a grant shrunk
+			 * meanwhile counts us at what our report says). */
+			r->w[r->n - 1].raise = true;
+			r->w[r->n - 1].g_rev = g.rev;
+		}
 	} else if (target > l->applied) {
 		/* Reported already (a raise whose apply failed): apply it. */
 		sl__lease_apply(l, target);
@@ -520,7 +531,7 @@ static void send_reports(struct sl__coord_node *c, struct round *r)
 			struct cwrite *w = &r->w[i];
 			char key[SL__ETCD_KEY_MAX], *v;
 
-			if (w->claim)
+			if (w->claim || w->raise)
 				continue;
 			v = rep_json(w->held, w->usage, w->demand, r->session);
 			if (!v || !ops)
@@ -542,14 +553,37 @@ static void send_reports(struct sl__coord_node *c, struct round *r)
 		if (rc == 0 && !ok)
 			rc = -EIO;
 		for (; first < i; first++)
-			if (!r->w[first].claim)
+			if (!r->w[first].claim && !r->w[first].raise)
 				r->w[first].rc = k ? rc : 0;
 		if (k && rc)
 			break;
 	}
 	for (; i < r->n; i++)
-		if (!r->w[i].claim)
+		if (!r->w[i].claim && !r->w[i].raise)
 			r->w[i].rc = -EAGAIN; /* not sent: again next round */
+}
+
+/* No lock: a report that acknowledges a raise, alone, comparing the
+ * grant's revision with the one it was decided on. */
+static int send_raise(struct sl__coord_node *c, const struct cwrite *w, int64_t session)
+{
+	char key[SL__ETCD_KEY_MAX], gkey[SL__ETCD_KEY_MAX], *v;
+	bool ok = false;
+	int rc;
+
+	v = rep_json(w->held, w->usage, w->demand, session);
+	if (!v)
+		return -ENOMEM;
+	sl__etcd_key(c->st, key, w->budget, "rep", w->id);
+	grants_key(c, gkey, w->id);
+	rc = sl__coord_txn(&c->conn,
+			   json_pack("[o]", sl__coord_cmp(gkey, "MOD", "mod_revision", "EQUAL",
+							  w->g_rev)),
+			   json_pack("[o]", sl__coord_op_put(key, v, session)), &ok, NULL, NULL);
+	free(v);
+	if (rc)
+		return rc;
+	return ok ? 0 : -EAGAIN;
 }
 
 /*
@@ -818,9 +852,12 @@ int sl__coord_run(sl_lease_store *s)
 		/* 4. The store calls, with no lock a join, leave or stats takes. */
 		if (r.session) {
 			send_reports(c, &r);
-			for (i = 0; i < r.n; i++)
+			for (i = 0; i < r.n; i++) {
 				if (r.w[i].claim)
 					r.w[i].rc = join_compare(c, &r.w[i], r.session);
+				else if (r.w[i].raise)
+					r.w[i].rc = send_raise(c, &r.w[i], r.session);
+			}
 			sl__coord_lead(c, sl__lease_now_ns(), r.budgets, r.nb, r.session);
 		}
 

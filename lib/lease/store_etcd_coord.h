@@ -31,6 +31,7 @@ struct sl__cgrant {
 	uint64_t held, floor, term;
 	int64_t session;          /* the session it was made for                  */
 	struct sl_limits lim;     /* the budget's limits when it was made         */
+	int64_t rev;              /* node side: its key's mod_revision            */
 };
 
 /* A report as the coordinator knows it. */
