@@ -286,9 +286,16 @@ def main():
     try:
         for n, b in configs:
             log("%dx%d (%s): %d process(es)" % (n, b, o["protocol"], -(-n // o["per"])))
-            row = run_config(node, eps, gw, n, b, o)
+            try:
+                row = run_config(node, eps, gw, n, b, o)
+            except (OSError, RuntimeError) as e:
+                # A member gone (killed, crashed), a node that exited: the
+                # configuration has no figures, the next ones may.
+                log("%dx%d failed: %s" % (n, b, e))
+                row = {"bench": "fleet_scale", "store": "etcd", "protocol": o["protocol"],
+                       "participants": n, "budgets": b, "error": str(e)}
             print(json.dumps(row, separators=(",", ":")), flush=True)
-            log("%dx%d done in %.0f s" % (n, b, row["config_s"]))
+            log("%dx%d done in %.0f s" % (n, b, row.get("config_s", 0)))
     finally:
         if cluster:
             cluster.close()

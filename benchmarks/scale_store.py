@@ -28,6 +28,7 @@ node name).
 """
 import base64
 import json
+import time
 import urllib.request
 
 
@@ -197,8 +198,19 @@ class Gateway:
         requests included: it calls etcd's gRPC server)."""
         total = 0.0
         for ep in self.endpoints:
-            with urllib.request.urlopen("http://%s/metrics" % ep, timeout=self.timeout) as f:
-                for line in f.read().decode().splitlines():
-                    if line.startswith("grpc_server_msg_received_total{"):
-                        total += float(line.rsplit(" ", 1)[1])
+            for attempt in range(3):
+                try:
+                    with urllib.request.urlopen("http://%s/metrics" % ep,
+                                                timeout=self.timeout) as f:
+                        text = f.read().decode()
+                    break
+                except OSError:
+                    # A busy member may refuse for a moment; a dead one
+                    # fails the measurement.
+                    if attempt == 2:
+                        raise
+                    time.sleep(0.5)
+            for line in text.splitlines():
+                if line.startswith("grpc_server_msg_received_total{"):
+                    total += float(line.rsplit(" ", 1)[1])
         return total
