@@ -21,7 +21,9 @@
 #                   over the members (every unary request and every message
 #                   on a keepalive or watch stream) over the steady state
 #                   (--measure S after the joins), less the harness's own
-#                   requests (counted); requests_per_participant_s = R / N
+#                   requests (counted); requests_per_participant_s = R / N;
+#                   store_messages_sent_per_s: grpc_server_msg_sent_total's
+#                   growth (answers and watch events) in that interval
 #   joins_s, initial_convergence_s  from the start of the processes until
 #                   every lease registered, and until every participant of
 #                   the moved budgets held its equal share (within 10%)
@@ -57,7 +59,7 @@ SL_PROG=benchmarks/bench_scale.sh
 
 case ${1:-} in
 -h | --help)
-	sed -n '4,51p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '4,53p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 esac

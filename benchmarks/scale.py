@@ -195,12 +195,17 @@ def run_config(node, eps, gw, n, budgets, o):
             (msg1 - msg0 - (gw.requests - own0)) / n / join_s, 2)
         # The steady state, without reads of ours.
         log("%dx%d: steady state, %d s" % (n, budgets, o["measure"]))
+        sent = "grpc_server_msg_sent_total"
         own1, m0, s0 = gw.requests, gw.messages_received(), time.monotonic()
+        t0_sent = gw.metric(sent)
         time.sleep(o["measure"])
         m1, s1 = gw.messages_received(), time.monotonic()
         rate = (m1 - m0 - (gw.requests - own1)) / (s1 - s0)
         row["store_requests_per_s"] = round(rate, 1)
         row["requests_per_participant_s"] = round(rate / n, 3)
+        # What etcd sends back: an answer per request, and every event on
+        # a watch stream (a watch costs one request however much it carries).
+        row["store_messages_sent_per_s"] = round((gw.metric(sent) - t0_sent) / (s1 - s0), 1)
         # The move: half the participants want 3 U, half U / 3.
         log("%dx%d: demand moved" % (n, budgets))
         nodes.signal(signal.SIGUSR1)

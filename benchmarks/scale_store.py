@@ -196,6 +196,10 @@ class Gateway:
         """grpc_server_msg_received_total summed over the members' /metrics:
         every unary request and every message on a stream (the gateway's
         requests included: it calls etcd's gRPC server)."""
+        return self.metric("grpc_server_msg_received_total")
+
+    def metric(self, name):
+        """The counter @name summed over its labels and the members."""
         total = 0.0
         for ep in self.endpoints:
             for attempt in range(3):
@@ -211,6 +215,6 @@ class Gateway:
                         raise
                     time.sleep(0.5)
             for line in text.splitlines():
-                if line.startswith("grpc_server_msg_received_total{"):
+                if line.startswith(name + "{"):
                     total += float(line.rsplit(" ", 1)[1])
         return total
