@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# benchmarks/bench_fleet.sh [--quick] [--no-scale] [--workload NAME] - issue
+# benchmarks/bench_fleet.sh [--quick] [--workload NAME] - issue
 # Fleet's benchmark:
 # three tenants' budgets shared by three slcache nodes through a real
 # 3-member etcd cluster on loopback (etcd:// lease store), against the
@@ -50,15 +50,12 @@
 #               then kill_leases_s / kill_reuse_s as above.
 # --workload NAME runs one of twitter (the tenants above), slow-reuse and
 # outage, and replaces only its rows in fleet.jsonl.
-# Then, unless --no-scale, bench_etcd_scale's lines against the same
-# cluster: N participants (10, 30, 100; --quick 10, 30), each its own store
-# handle and run thread: convergence_s and store_requests_per_s.
+# The store at scale (many participants, many budgets) is bench_scale.sh's.
 # The shares over time: benchmarks/results/fleet_shares.csv (variant, time,
 # tenant, node, share, usage), plotted to fleet_shares.svg when matplotlib
 # is there.  Measures, never gates.  stdout and
-# benchmarks/results/fleet.jsonl.  slcache, softlimitctl and
-# bench_etcd_scale are built (Release) in $SL_BUILD_DIR (default
-# build/bench) unless they are there.  --quick: under 15 minutes (about 5).
+# benchmarks/results/fleet.jsonl.  slcache and softlimitctl are built
+# (Release) in $SL_BUILD_DIR (default build/bench) unless they are there.  --quick: under 15 minutes (about 5).
 set -euo pipefail
 
 SL_PROG=benchmarks/bench_fleet.sh
@@ -69,7 +66,7 @@ opts=()
 workload=
 while [ $# -gt 0 ]; do
 	case $1 in
-	--quick | --no-scale) opts+=("$1") ;;
+	--quick) opts+=("$1") ;;
 	--workload)
 		case ${2:-} in
 		twitter | slow-reuse | outage) workload=$2 ;;
@@ -79,7 +76,7 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	-h | --help)
-		sed -n '4,61p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+		sed -n '4,58p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) sl_die "unknown option '$1'" ;;
@@ -100,25 +97,22 @@ if [ ! -f "$B/CMakeCache.txt" ]; then
 	sl_configure "$B" --log-level=WARNING -DCMAKE_BUILD_TYPE=Release -DSL_WERROR=OFF \
 		-DSL_SANITIZE= -DSL_COVERAGE=OFF -DSL_BUILD_TESTS=OFF -DSL_BUILD_EXAMPLES=ON >&2
 fi
-cmake --build "$B" -j"$SL_JOBS" --target slcache softlimitctl bench_etcd_scale >&2
+cmake --build "$B" -j"$SL_JOBS" --target slcache softlimitctl >&2
 SLCACHE=$B/examples/slcache
 CTL=$B/tools/softlimitctl
-SCALE=$B/benchmarks/bench_etcd_scale
 [ -x "$SLCACHE" ] || sl_die "no slcache at $SLCACHE (is SL_BUILD_EXAMPLES on in $B?)"
 [ -x "$CTL" ] || sl_die "no softlimitctl at $CTL (is libsoftlimit-lease built in $B?)"
-[ -x "$SCALE" ] || sl_die "no bench_etcd_scale at $SCALE (libcurl and jansson found in $B?)"
 
 R=$SL_ROOT/benchmarks/results
 mkdir -p "$R"
 OUT=$(mktemp "${TMPDIR:-/tmp}/bench-fleet.XXXXXX")
 trap 'rm -f "$OUT"' EXIT
 SL_FLEET_SHARES=$R/fleet_shares.csv "$PY" "$SL_ROOT/benchmarks/fleet.py" "$SLCACHE" "$CTL" \
-	"$SCALE" "${opts[@]}" >"$OUT"
+	"${opts[@]}" >"$OUT"
 if [ -z "$workload" ] || [ ! -f "$R/fleet.jsonl" ]; then
 	cp "$OUT" "$R/fleet.jsonl"
 else
-	# One workload run: its rows replace that workload's, the others stay
-	# (the scale lines go with twitter's).
+	# One workload run: its rows replace that workload's, the others stay.
 	"$PY" "$SL_ROOT/benchmarks/merge_rows.py" "$R/fleet.jsonl" "$OUT" "$workload" twitter
 fi
 "$PY" - "$R/fleet_shares.csv" "$R/fleet_shares.svg" <<'PLOT' >&2 || true

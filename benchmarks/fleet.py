@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""fleet.py SLCACHE SOFTLIMITCTL [BENCH_ETCD_SCALE] [--quick] [--no-scale]
+"""fleet.py SLCACHE SOFTLIMITCTL [--quick]
 [--workload twitter|slow-reuse|outage] - issues Fleet's and Demand's benchmark
 (run by bench_fleet.sh, which says what it measures; every workload unless
 --workload names one).
-One JSON line per tenant and variant on stdout (then the scale lines);
+One JSON line per tenant and variant on stdout;
 progress on stderr; the shares over time in $SL_FLEET_SHARES (CSV)."""
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -237,21 +236,8 @@ def run_outage(binary, ctl, cl, warm_s, outages):
         teardown(load, sampler, procs)
 
 
-def scale(bench, cl, sizes, seconds):
-    out = []
-    for n in sizes:
-        r = subprocess.run([bench, cl.url("scale%d" % n), str(n), str(seconds)],
-                           stdout=subprocess.PIPE, text=True, timeout=900)
-        for line in r.stdout.splitlines():
-            if line.startswith("{"):
-                out.append(json.loads(line))
-                log("scale: %s" % line)
-    return out
-
-
 def main():
     quick = "--quick" in sys.argv
-    no_scale = "--no-scale" in sys.argv
     args = sys.argv[1:]
     workloads = pop_workload(args, ("twitter", "slow-reuse", "outage"))
     if workloads is None:
@@ -279,8 +265,6 @@ def main():
                                        35, 30 if quick else 60, log))
             if "outage" in workloads:
                 lines += run_outage(argv[0], argv[1], cl, 35, (5, 10))
-            if len(argv) > 2 and not no_scale and "twitter" in workloads:
-                lines += scale(argv[2], cl, (10, 30) if quick else (10, 30, 100), 10)
     except Fail as e:
         log("FAIL: %s" % e)
         return 1
