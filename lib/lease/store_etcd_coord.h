@@ -39,6 +39,7 @@ struct sl__crep {
 	bool present;
 	uint64_t held, usage, demand;
 	int64_t session;
+	int64_t rev;             /* its key's mod_revision, as last seen          */
 };
 
 /* A member of a budget, in its coordinator's table. */

@@ -271,6 +271,8 @@ static void note_key(struct sl__cbudget *b, const char *base, const char *key, b
 		m = member_of(b, rest + 4, !deleted);
 		if (m && (deleted || parse_rep(v, len, &m->rep)))
 			memset(&m->rep, 0, sizeof(m->rep));
+		if (m && m->rep.present)
+			m->rep.rev = mod_rev;
 	} else if (!strncmp(rest, "rec/", 4) || !strncmp(rest, "floor/", 6)) {
 		bool rec = rest[0] == 'r';
 		json_t *doc = deleted ? NULL : json_loadb(v, len, 0, NULL);
@@ -441,7 +443,16 @@ static char *grant_json(const char *budget, uint64_t held, uint64_t floor, int64
 struct planned {
 	char id[SL_LEASE_ID_MAX];
 	int64_t session;
+	int64_t rep_rev; /* the report the plan read (0: none) */
 };
+
+/* The report key of member @id into @out. */
+static const char *rkey_of(const struct sl__coord_node *c, const struct sl__cbudget *b,
+			   const char *id, char *out)
+{
+	sl__etcd_key(c->st, out, b->name, "rep", id);
+	return out;
+}
 
 /*
  * Write the planned grants of @b: the shrinks (and other writes that raise
@@ -470,15 +481,26 @@ static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
 			bool ok = false;
 			int rc;
 
+			cmp = json_pack("[o]", sl__coord_cmp(ckey, "CREATE", "create_revision",
+							     "EQUAL", b->term));
 			for (; i < n && k < GRANTS_PER_TXN; i++) {
 				char *v;
 
 				if (!m[i].write || m[i].grows != (pass == 1))
 					continue;
+				/* A cut frees room (down to what the member's
+				 * report says) only if that report is still the
+				 * one the plan read: a report that acknowledged a
+				 * raise since would be counted at the old grant. */
+				if (m[i].granted && m[i].held < m[i].g_held && p[i].rep_rev && cmp)
+					json_array_append_new(cmp, sl__coord_cmp(rkey_of(c, b, p[i].id, k1),
+										 "MOD", "mod_revision",
+										 "EQUAL", p[i].rep_rev));
 				v = grant_json(b->name, m[i].held, m[i].floor, b->term, p[i].session,
 					       lim);
 				if (!v) {
 					json_decref(ops);
+					json_decref(cmp);
 					return -ENOMEM;
 				}
 				sl__etcd_key(c->st, k1, b->name, "grant", p[i].id);
@@ -490,10 +512,9 @@ static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
 			}
 			if (!k) {
 				json_decref(ops);
+				json_decref(cmp);
 				continue;
 			}
-			cmp = json_pack("[o]", sl__coord_cmp(ckey, "CREATE", "create_revision",
-							     "EQUAL", b->term));
 			if (pass == 1) {
 				snprintf(vbuf, sizeof(vbuf), "{\"counted\":\"%llu\"}",
 					 (unsigned long long)counted);
@@ -566,6 +587,7 @@ static void lead_one(struct sl__coord_node *c, struct sl__cbudget *b)
 		m[n].demand = x->rep.present ? x->rep.demand : 0;
 		snprintf(p[n].id, sizeof(p[n].id), "%s", x->id);
 		p[n].session = x->rep.session;
+		p[n].rep_rev = x->rep.present ? x->rep.rev : 0;
 		nrep += x->rep.present;
 		n++;
 	}
