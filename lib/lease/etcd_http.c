@@ -18,9 +18,6 @@
 
 #include <curl/curl.h>
 
-/* A view of 1000 participants is a few hundred KB; anything far larger is
- * not an answer this store asked for. */
-#define ETCD_BODY_MAX (64u << 20)
 /* A member that is merely slow should get a fair part of the timeout; one
  * that hangs must leave time for the others: each attempt gets the time
  * left divided among the endpoints not yet tried, but at least this. */
@@ -38,7 +35,7 @@ static void curl_init_once(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static int64_t now_ms(void)
+int64_t sl__etcd_now_ms(void)
 {
 	struct timespec ts;
 
@@ -121,7 +118,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 	struct sl__etcd_conn *c = ud;
 	size_t n = size * nmemb;
 
-	if (n > ETCD_BODY_MAX - c->len)
+	if (n > SL__ETCD_BODY_MAX - c->len)
 		return 0; /* makes curl fail with CURLE_WRITE_ERROR */
 	if (c->len + n + 1 > c->cap) {
 		size_t cap = c->cap ? c->cap : 4096;
@@ -141,23 +138,33 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-static int get_handle(struct sl__etcd_conn *c)
+void *sl__etcd_curl_new(void)
 {
+	CURL *h;
+
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
-		return -ENOMEM;
+		return NULL;
+	h = curl_easy_init();
+	if (!h)
+		return NULL;
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	/* Only loopback or LAN peers: no proxy from the environment. */
+	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+	return h;
+}
+
+static int get_handle(struct sl__etcd_conn *c)
+{
 	if (c->curl)
 		return 0;
-	c->curl = curl_easy_init();
+	c->curl = sl__etcd_curl_new();
 	if (!c->curl)
 		return -ENOMEM;
-	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
-	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http");
-	curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 0L);
-	/* Only loopback or LAN peers: no proxy from the environment. */
-	curl_easy_setopt(c->curl, CURLOPT_NOPROXY, "*");
 	return 0;
 }
 
@@ -181,8 +188,7 @@ static int map_grpc(int64_t code, bool *retry)
 	}
 }
 
-/* An error object: {"error":"...","code":N} or, streamed, {"error":{"grpc_code":N}}. */
-static int answer_error(json_t *doc, bool *retry)
+int sl__etcd_answer_error(const json_t *doc, bool *retry)
 {
 	json_t *err = json_object_get(doc, "error");
 	int64_t code = 2; /* UNKNOWN */
@@ -208,13 +214,13 @@ static int parse_answer(struct sl__etcd_conn *c, long status, json_t **resp,
 		json_decref(doc);
 		return -EIO;
 	}
-	rc = answer_error(doc, retry);
+	rc = sl__etcd_answer_error(doc, retry);
 	if (rc == 0 && (res = json_object_get(doc, "result")) != NULL) {
 		/* A streamed call (keepalive) answers {"result": {...}}. */
 		json_incref(res);
 		json_decref(doc);
 		doc = res;
-		rc = answer_error(doc, retry);
+		rc = sl__etcd_answer_error(doc, retry);
 	}
 	if (rc == 0 && status != 200) {
 		*retry = status >= 500;
@@ -260,7 +266,7 @@ static int curl_rc(CURLcode cc)
 int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t **resp,
 		  struct sl__etcd_hdr *hdr)
 {
-	int64_t deadline = now_ms() + c->timeout_ms;
+	int64_t deadline = sl__etcd_now_ms() + c->timeout_ms;
 	char url[320];
 	char *body;
 	int rc, last = -ECONNREFUSED;
@@ -275,7 +281,7 @@ int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t
 		return -ENOMEM;
 	for (size_t attempt = 0;; attempt++) {
 		size_t idx = (c->current + attempt) % c->n_endpoints;
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - sl__etcd_now_ms();
 		int64_t per = left;
 		size_t untried = attempt < c->n_endpoints ? c->n_endpoints - attempt : 1;
 		long status = 0;
@@ -284,7 +290,7 @@ int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t
 
 		if (attempt > 0 && attempt % c->n_endpoints == 0 && left > 0) {
 			sleep_ms(left < ETCD_ROUND_PAUSE_MS ? left : ETCD_ROUND_PAUSE_MS);
-			left = deadline - now_ms();
+			left = deadline - sl__etcd_now_ms();
 			per = left;
 		}
 		if (left <= 0) {

@@ -16,12 +16,17 @@
 #ifndef SL_LEASE_ETCD_HTTP_H
 #define SL_LEASE_ETCD_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
 
 #define SL__ETCD_ENDPOINTS_MAX 16
+/* The largest answer taken, of a call or of one watch response: a view of
+ * 1000 participants is a few hundred KB; anything far larger is not an
+ * answer this library asked for. */
+#define SL__ETCD_BODY_MAX (64u << 20)
 
 struct sl__etcd_conn {
 	char *endpoints[SL__ETCD_ENDPOINTS_MAX]; /* "http://HOST:PORT", malloc'd */
@@ -64,6 +69,25 @@ void sl__etcd_conn_fini(struct sl__etcd_conn *c);
  */
 int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t **resp,
 		  struct sl__etcd_hdr *hdr);
+
+/*
+ * A new CURL easy handle set up as every request of this library's is: no
+ * signals (CURLOPT_NOSIGNAL: the host's threads and handlers are its own),
+ * plain http, no redirects, no proxy from the environment.  libcurl's
+ * global init is done once per process first.  NULL on ENOMEM.
+ */
+void *sl__etcd_curl_new(void);
+
+/*
+ * The error in an answer of etcd: {"error":"...","code":N} or, streamed,
+ * {"error":{"grpc_code":N}}; 0 when @doc is none.  The errno of the gRPC
+ * code as sl__etcd_call() returns it; *@retry when another member may
+ * answer better (no leader, a proposal timed out).
+ */
+int sl__etcd_answer_error(const json_t *doc, bool *retry);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t sl__etcd_now_ms(void);
 
 /* Base64 of @len bytes of @data as a new JSON string; NULL on ENOMEM. */
 json_t *sl__etcd_b64(const void *data, size_t len);
