@@ -27,8 +27,11 @@
 
 /* One call to the real etcd (a loaded machine once took a write past 5 s). */
 #define CALL_TIMEOUT_MS 30000
-/* The bound of one connection attempt of a watch. */
-#define WATCH_TIMEOUT_MS 5000
+/* The bound of one connection attempt of a watch: as long as a call's, so
+ * that on a loaded machine the watch stays on the member it tried first. */
+#define WATCH_TIMEOUT_MS CALL_TIMEOUT_MS
+/* The same, where no member answers (a case waits for two rounds). */
+#define DEAD_TIMEOUT_MS 1000
 /* Every wait for an event gives up after this long: a hang catcher only. */
 #define DEADLINE_S 120.0
 
@@ -160,15 +163,22 @@ static bool rec_wait(struct rec *r, size_t n, bool or_reset)
 	return ok;
 }
 
-static struct sl__etcd_watch *watch_on(const char *hosts, const char *key, const char *end,
-				       int64_t from, struct rec *r)
+static struct sl__etcd_watch *watch_within(uint32_t timeout_ms, const char *hosts,
+					    const char *key, const char *end, int64_t from,
+					    struct rec *r)
 {
 	struct sl__etcd_watch_cbs cbs = { .events = on_events, .reset = on_reset, .ctx = r };
 	struct sl__etcd_watch *w = NULL;
 
-	ck_assert_int_eq(sl__etcd_watch_start(&w, hosts, strlen(hosts), WATCH_TIMEOUT_MS, key, end,
-					      from, &cbs), 0);
+	ck_assert_int_eq(sl__etcd_watch_start(&w, hosts, strlen(hosts), timeout_ms, key, end, from,
+					      &cbs), 0);
 	return w;
+}
+
+static struct sl__etcd_watch *watch_on(const char *hosts, const char *key, const char *end,
+				       int64_t from, struct rec *r)
+{
+	return watch_within(WATCH_TIMEOUT_MS, hosts, key, end, from, r);
 }
 
 /*
@@ -826,12 +836,12 @@ START_TEST(stop_returns_while_reconnecting_to_a_dead_cluster)
 	/* Nothing listens on port 1; the other one accepts and never answers. */
 	snprintf(hosts, sizeof(hosts), "127.0.0.1:1,127.0.0.1:%d", port);
 	rec_init(&r);
-	w = watch_on(hosts, "k", NULL, 0, &r);
+	w = watch_within(DEAD_TIMEOUT_MS, hosts, "k", NULL, 0, &r);
 	/* Round after round, each through the refusal and the hung member. */
 	a[0] = accept_one(lfd);
 	a[1] = accept_one(lfd);
 	printf("stop while waiting on a hung member: %.3f s\n", stop_watch(w));
-	w = watch_on("127.0.0.1:1", "k", NULL, 0, &r);
+	w = watch_within(DEAD_TIMEOUT_MS, "127.0.0.1:1", "k", NULL, 0, &r);
 	printf("stop while refused: %.3f s\n", stop_watch(w));
 	a[2] = -1;
 	for (int i = 0; i < 3; i++)
