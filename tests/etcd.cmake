@@ -8,19 +8,36 @@ if(NOT (TARGET softlimit_lease_internal AND SL_HAVE_ETCD AND SL_PYTHON3))
   return()
 endif()
 
-add_executable(test_etcd_store test_etcd_store.c)
-target_compile_definitions(test_etcd_store PRIVATE SL_HAVE_ETCD)
-target_link_libraries(test_etcd_store PRIVATE softlimit_lease_internal PkgConfig::CHECK Threads::Threads)
+foreach(t etcd_store etcd_watch etcd_coord)
+  add_executable(test_${t} test_${t}.c)
+  target_compile_definitions(test_${t} PRIVATE SL_HAVE_ETCD)
+  target_link_libraries(test_${t} PRIVATE softlimit_lease_internal PkgConfig::CHECK Threads::Threads)
+endforeach()
 add_test(NAME etcd_store
          COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 1 --
                  $<TARGET_FILE:test_etcd_store>)
 set_tests_properties(etcd_store PROPERTIES
     LABELS "etcd" TIMEOUT ${SL_SUITE_TIMEOUT} SKIP_RETURN_CODE 77 ENVIRONMENT "${SL_SUITE_ENV}")
 
+# The streaming watch (lib/lease/etcd_watch.c): the cases of one stream on
+# one member, again with a progress notify every second among them, and a
+# member of three killed under the watch (one at a time with the fault
+# tests: three members each).
+add_test(NAME etcd_watch
+         COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 1 --
+                 $<TARGET_FILE:test_etcd_watch>)
+add_test(NAME etcd_watch_progress
+         COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 1
+                 --etcd-arg --experimental-watch-progress-notify-interval=1s --
+                 $<TARGET_FILE:test_etcd_watch> progress)
+add_test(NAME etcd_watch_failover
+         COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 3 --
+                 $<TARGET_FILE:test_etcd_watch> failover)
+set_tests_properties(etcd_watch etcd_watch_progress etcd_watch_failover PROPERTIES
+    LABELS "etcd" TIMEOUT ${SL_SUITE_TIMEOUT} SKIP_RETURN_CODE 77 ENVIRONMENT "${SL_SUITE_ENV}")
+set_tests_properties(etcd_watch_failover PROPERTIES RESOURCE_LOCK etcd_cluster)
+
 # The coordinated protocol (etcd://...?coordinated) through the public API.
-add_executable(test_etcd_coord test_etcd_coord.c)
-target_compile_definitions(test_etcd_coord PRIVATE SL_HAVE_ETCD)
-target_link_libraries(test_etcd_coord PRIVATE softlimit_lease_internal PkgConfig::CHECK Threads::Threads)
 add_test(NAME etcd_coord
          COMMAND ${SL_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/etcd_cluster.py --members 1 --
                  $<TARGET_FILE:test_etcd_coord>)

@@ -10,10 +10,13 @@ after a deadline: a member whose peers are gone can take many seconds to
 hand over leadership), and removes its directory: on close(), at exit, and
 on SIGTERM/SIGINT.
 
-As a command: etcd_cluster.py [--members N] -- COMMAND...  runs COMMAND
+As a command: etcd_cluster.py [--members N] [--etcd-arg ARG]... -- COMMAND...
+(each ARG passed on to every member) runs COMMAND
 with SL_ETCD_ENDPOINTS=host:port,... and SL_ETCD_URL=etcd://.../PREFIX in
-its environment and returns its status; 77 (skipped) when etcd is not
-installed.
+its environment, and SL_ETCD_PIDS=pid,... (the members' pids, in the order
+of the endpoints, for a test that kills one: the pids stay ours until this
+script reaps them, after COMMAND), and returns its status; 77 (skipped)
+when etcd is not installed.
 """
 import atexit
 import json
@@ -65,13 +68,14 @@ atexit.register(_cleanup_all)
 
 
 class EtcdCluster:
-    def __init__(self, members=3, token=None, log=sys.stderr):
+    def __init__(self, members=3, token=None, log=sys.stderr, extra_args=()):
         bins = etcd_binaries()
         if not bins:
             raise FileNotFoundError("etcd or etcdctl not installed (Debian: etcd-server etcd-client)")
         self.etcd, self.etcdctl = bins
         self.n = members
         self.log = log
+        self.extra_args = list(extra_args)
         self.dir = tempfile.mkdtemp(prefix="sl-etcd-")
         self.token = token or "sl-%d-%d" % (os.getpid(), int(time.time()))
         self.procs = [None] * members
@@ -127,7 +131,7 @@ class EtcdCluster:
                 "--listen-client-urls", c, "--advertise-client-urls", c,
                 "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
                 "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                "--initial-cluster-token", self.token, "--log-level", "warn"]
+                "--initial-cluster-token", self.token, "--log-level", "warn"] + self.extra_args
         logf = open(os.path.join(self.dir, "e%d.log" % i), "ab")
         self.procs[i] = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
@@ -248,18 +252,28 @@ class EtcdCluster:
 
 def main(argv):
     members = 1
+    extra = []
     if "--" not in argv:
-        print("usage: etcd_cluster.py [--members N] -- COMMAND...", file=sys.stderr)
+        print("usage: etcd_cluster.py [--members N] [--etcd-arg ARG]... -- COMMAND...",
+              file=sys.stderr)
         return 2
     sep = argv.index("--")
     opts, cmd = argv[:sep], argv[sep + 1:]
-    if opts[:1] == ["--members"]:
-        members = int(opts[1])
+    while len(opts) >= 2 and opts[0] in ("--members", "--etcd-arg"):
+        if opts[0] == "--members":
+            members = int(opts[1])
+        else:
+            extra.append(opts[1])
+        opts = opts[2:]
+    if opts:
+        print("etcd_cluster.py: unknown option %s" % opts[0], file=sys.stderr)
+        return 2
     if not etcd_binaries():
         print("SKIP: etcd is not installed (apt-get install etcd-server etcd-client)")
         return SKIP
-    with EtcdCluster(members) as c:
-        env = dict(os.environ, SL_ETCD_ENDPOINTS=c.endpoints(), SL_ETCD_URL=c.url())
+    with EtcdCluster(members, extra_args=extra) as c:
+        env = dict(os.environ, SL_ETCD_ENDPOINTS=c.endpoints(), SL_ETCD_URL=c.url(),
+                   SL_ETCD_PIDS=",".join(str(p.pid) for p in c.procs))
         return subprocess.call(cmd, env=env)
 
 

@@ -17,18 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "etcd_helpers.h"
 #include "etcd_http.h"
 #include "store.h"
 
 static const struct sl__lease_store_ops *ops = &sl__lease_store_etcd;
-
-static const char *endpoints(void)
-{
-	const char *e = getenv("SL_ETCD_ENDPOINTS");
-
-	ck_assert_msg(e && *e, "run under tests/etcd_cluster.py (SL_ETCD_ENDPOINTS)");
-	return e;
-}
 
 static int64_t now_ms(void)
 {
@@ -443,21 +436,6 @@ START_TEST(remove_of_nothing_is_enoent_and_bad_urls_are_refused_as_open_does)
 	ck_assert_int_eq(sl_lease_store_remove(url, &o), -EINVAL);
 }
 END_TEST
-
-/* A socket that accepts connections and never answers: a hung member. */
-static int hung_listener(int *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(listen(fd, 16), 0);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	*port = ntohs(a.sin_port);
-	return fd;
-}
 
 START_TEST(calls_are_bounded_and_fail_over_between_endpoints)
 {
