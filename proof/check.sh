@@ -7,6 +7,7 @@
 # any surprise.  Needs spin and gcc.  Trails are kept in $SL_PROOF_DIR
 # (default build/proof): replay one with
 #   cd build/proof/<case> && spin -t -p -g <defines> <model>.pml
+# SL_PROOF_ONLY=REGEX runs only the cases whose name matches (bash =~).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -83,6 +84,19 @@ cases=(
 	# A known gap, not a mutant: a store that restarts empty loses the
 	# floors of holders that have not rejoined yet (proof/README.md).
 	"gap-lease-wipe|lease|-DCFG_WIPE $lease|fail"
+	# coord.pml: the coordinated etcd protocol (docs/leases.md "Scale",
+	# lib/lease/coord.h): two nodes, two coordinators, one deposed while
+	# it runs; its mutants.
+	"coord|coord||pass"
+	"mutant-coord-no-term|coord|-DMUTANT_NO_TERM|fail"
+	"mutant-coord-other-session|coord|-DMUTANT_OTHER_SESSION|fail"
+	"mutant-coord-early-free|coord|-DMUTANT_EARLY_FREE|fail"
+	"mutant-coord-raise-early|coord|-DMUTANT_RAISE_EARLY|fail"
+	"mutant-coord-store-first|coord|-DMUTANT_STORE_FIRST|fail"
+	"mutant-coord-no-ack|coord|-DMUTANT_NO_ACK|fail"
+	# A gap of the design, not a mutant: a floor lowered by a grant that
+	# its member has not applied when its session ends (proof/README.md).
+	"gap-coord-floor-lowered|coord|-DFLOOR_MOVES|fail"
 )
 # The crash and the stop: tens of millions of states each, more than this
 # run's budget; SL_PROOF_LEASE_BIG=1 adds them.
@@ -92,6 +106,14 @@ if [ "${SL_PROOF_LEASE_BIG:-0}" = 1 ]; then
 		"lease-stall|lease|-DCRASHES=0 -DTMAX=3|pass||-w26"
 		"mutant-lease-shrink-raises|lease|$lease -DMID_TARGETS -DMUTANT_SHRINK_RAISES|fail||-w26"
 	)
+fi
+
+if [ -n "${SL_PROOF_ONLY:-}" ]; then
+	only=()
+	for c in "${cases[@]}"; do
+		[[ ! ${c%%|*} =~ $SL_PROOF_ONLY ]] || only+=("$c")
+	done
+	cases=("${only[@]}")
 fi
 
 # One case: its row of the table into $dir/row, and "bad" into $dir/bad on
@@ -129,7 +151,7 @@ run_case() {
 # SL_PROOF_JOBS cases at a time (default 1; 2 made the whole run slower
 # here, with other sessions on the 2 cores), the largest first (so that
 # the small ones fill in around them); the table keeps the list's order.
-first="fence-enomem enomem reclaim-pair-reentrant fence-setmax setmax fence-handoff-own lease lease-join mutant-eager-unflagged"
+first="fence-enomem enomem reclaim-pair-reentrant fence-setmax setmax fence-handoff-own lease lease-join coord mutant-eager-unflagged"
 jobs_max=${SL_PROOF_JOBS:-1}
 t_start=$(date +%s)
 launch=()
