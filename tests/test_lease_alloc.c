@@ -411,6 +411,9 @@ START_TEST(demand_reuse_of_a_filling_cache_asks_to_go_on_filling)
 	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 2000, 1000, 0, 5000, 1000, 30000, 0, 0), 875);
 	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 2000, 1100, 0, 5000, 1000, 30000, 0, 0),
 			  1100 + SL__LEASE_GROW_PERIODS * 100);
+	/* That is two seconds of filling at slcache's 250 ms periods: the
+	 * time the room takes to come back from others. */
+	ck_assert_uint_ge(SL__LEASE_GROW_PERIODS * 250, 2000);
 	/* Not growing: back to giving an eighth a period. */
 	ck_assert_uint_lt(sl__lease_demand_reuse(&r, 2000, 1100, 0, 5000, 1000, 30000, 0, 0), 1100);
 	/* Growth past the horizon is no evidence: the eighth goes anyway. */
@@ -421,6 +424,126 @@ START_TEST(demand_reuse_of_a_filling_cache_asks_to_go_on_filling)
 	r.used = 0;
 	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 2000, UINT64_MAX, 0, 5000, 1000, 30000, 0, 0),
 			  5000);
+}
+END_TEST
+
+START_TEST(demand_reuse_evictions_down_to_a_lower_share_are_no_pressure)
+{
+	/*
+	 * A cache that asked for 1000 at a usage of 1000, more than half of
+	 * it live, now at a share of 800: it evicted 200 to come down to it.
+	 * That is no pressure: it asks for its live memory, or gives back an
+	 * eighth, not for its share again.
+	 */
+	struct sl__lease_reuse r = { .live = 600, .flow = 600, .horizon_ms = 1000, .known = 1 };
+
+	r.asked = r.used = 1000;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 800, 800, 0, 5000, 1000, 30000, 200, 0), 700);
+	/* It evicted 100 more than its usage fell by (sets at the lower
+	 * share): those are pressure, and it asks four times them more. */
+	r.asked = r.used = 1000;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 800, 800, 0, 5000, 1000, 30000, 300, 0), 1000);
+	/* Its usage held: every eviction is pressure, as before. */
+	r.asked = r.used = 800;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 800, 800, 0, 5000, 1000, 30000, 50, 0), 1000);
+	/* The refaults of a cache pressed only by its lower share add nothing. */
+	r.asked = r.used = 1000;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 800, 800, 0, 5000, 1000, 30000, 200, 50),
+			  700);
+}
+END_TEST
+
+START_TEST(demand_reuse_evictions_once_the_reads_stop_are_no_pressure)
+{
+	/*
+	 * A cache of 1000 units at its share, half of it read again every
+	 * period, evicting for the sets it takes: pressure.  Then its reads
+	 * stop: the smoothed flow still shows more than a third of it live
+	 * for a while, but its evictions are no reason to keep its share.
+	 */
+	struct sl__lease_reuse r = { 0 };
+
+	fold_periods(&r, 40, 500, 250, 250);
+	r.asked = r.used = 1000;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 1000, 1000, 0, 5000, 1000, 30000, 10, 0),
+			  1040);
+	fold_periods(&r, 1, 0, 0, 250);
+	ck_assert_uint_ge(r.live, 1000 / 3);
+	r.asked = r.used = 1000;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 1000, 1000, 0, 5000, 1000, 30000, 10, 0),
+			  875);
+	/* Read again: pressure again. */
+	fold_periods(&r, 1, 500, 250, 250);
+	r.asked = r.used = 1000;
+	ck_assert_uint_eq(sl__lease_demand_reuse(&r, 1000, 1000, 0, 5000, 1000, 30000, 10, 0),
+			  1040);
+}
+END_TEST
+
+/*
+ * Issue Demand's flip, one period at a time in the pure functions: three
+ * caches share 24000 units.  A, hot until now, sees none of its items read
+ * again, and still sets one unit a period; B's items are read as before;
+ * C, newly hot, fills by 700 a period from 2000, nothing of it read again
+ * yet (new keys come due only after their interval).  A cache over its
+ * new share evicts down to it, and reports that with the next period's
+ * evictions (as a demand hook does); shares apply at once (a store adds a
+ * period or two).  Returns the first period after which C holds more than
+ * 40% of the budget (0: not within @periods).
+ */
+static int flip_periods_to_40pct(int periods)
+{
+	struct sl__lease_reuse r[3] = { { 0 } };
+	uint64_t usage[3] = { 11000, 9000, 2000 }, share[3] = { 11500, 9500, 3000 };
+	uint64_t evicted[3] = { 0 };
+	const uint64_t budget = 24000, fill[3] = { 1, 0, 700 };
+
+	/* Before the flip: all of every cache read again, every period. */
+	for (int i = 0; i < 3; i++) {
+		for (int p = 0; p < 20; p++)
+			sl__lease_reuse_fold(&r[i], usage[i] * 1000, 1000, 1000);
+		(void)sl__lease_demand_reuse(&r[i], share[i], usage[i], 0, budget, 1000, 30000, 0,
+					     0);
+	}
+	for (int p = 1; p <= periods; p++) {
+		struct sl__lease_alloc_in in[3] = { { 0 } };
+		uint64_t out[3];
+
+		sl__lease_reuse_fold(&r[0], 0, 0, 250);
+		sl__lease_reuse_fold(&r[1], usage[1] * 250, 1000, 250);
+		sl__lease_reuse_fold(&r[2], 0, 0, 250);
+		for (int i = 0; i < 3; i++) {
+			usage[i] += fill[i];
+			if (usage[i] > share[i]) {
+				evicted[i] += usage[i] - share[i];
+				usage[i] = share[i];
+			}
+			in[i].demand = sl__lease_demand_reuse(&r[i], share[i], usage[i], 0, budget,
+							      1000, 30000, evicted[i], 0);
+			evicted[i] = 0;
+		}
+		sl__lease_alloc_maxmin(budget, 3, in, out);
+		for (int i = 0; i < 3; i++) {
+			share[i] = out[i];
+			if (usage[i] > share[i]) {
+				evicted[i] = usage[i] - share[i];
+				usage[i] = share[i];
+			}
+		}
+		if (share[2] * 10 > budget * 4)
+			return p;
+	}
+	return 0;
+}
+
+START_TEST(demand_reuse_newly_hot_cache_has_40pct_within_2s_of_a_flip)
+{
+	/* Eight 250 ms periods: 2 s, the half of the 3 s the issue asks for
+	 * that leaves the other half to the store and a late client. */
+	int p = flip_periods_to_40pct(40);
+
+	ck_assert_int_gt(p, 0);
+	ck_assert_int_le(p, 8);
 }
 END_TEST
 
@@ -456,6 +579,9 @@ int main(void)
 	tcase_add_test(tc, demand_reuse_tells_a_live_tail_from_a_dead_one);
 	tcase_add_test(tc, demand_reuse_horizon_follows_the_reuse_interval);
 	tcase_add_test(tc, demand_reuse_of_a_filling_cache_asks_to_go_on_filling);
+	tcase_add_test(tc, demand_reuse_evictions_down_to_a_lower_share_are_no_pressure);
+	tcase_add_test(tc, demand_reuse_evictions_once_the_reads_stop_are_no_pressure);
+	tcase_add_test(tc, demand_reuse_newly_hot_cache_has_40pct_within_2s_of_a_flip);
 	tcase_add_test(tc, demand_reuse_fold_neither_overflows_nor_divides_by_zero);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

@@ -110,9 +110,10 @@
  * memory the reused units held between their reads), smoothed over about a
  * second: memory nobody reads again adds nothing to it, however much of it
  * is evicted.  The lease asks for its live memory and an eighth more; a
- * group that evicts while at least a third of its usage is live asks for
- * more than its share (four times what it lost, up to a quarter), and one
- * that is filling asks for four periods more of its growth; memory
+ * group that evicts while at least a third of its usage is live (smoothed
+ * and in the last period) asks for more than its share (four times what it
+ * lost beyond what its usage fell by, up to a quarter), and one that is
+ * filling asks for eight periods more of its growth; memory
  * idle past the horizon (twice the longest reuse interval seen lately, at
  * least 2 s, at most idle_ms) goes back, and so does the rest of what is not
  * live, an eighth a period.  Without reuse: memory nobody touches

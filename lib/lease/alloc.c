@@ -188,6 +188,7 @@ void sl__lease_reuse_fold(struct sl__lease_reuse *r, uint64_t reused, uint64_t r
 	uint64_t flow, e = elapsed_ms ? elapsed_ms : 1;
 
 	flow = reused / e;
+	r->flow = flow;
 	if (!r->known) {
 		/* The first report is all there is to go on. */
 		r->live = flow;
@@ -220,14 +221,23 @@ uint64_t sl__lease_demand_reuse(struct sl__lease_reuse *r, uint64_t share, uint6
 	 * everyone as headroom, and what a dead cache gets back of it must
 	 * not hold its demand up. */
 	uint64_t base = r->asked ? min_u64(usage, r->asked) : usage, keep = base - base / 8;
+	/* What its usage fell by since its last demand was evicted to come
+	 * down to a lower share, not to make room for new items: no pressure
+	 * (counted, a cut would be asked back four times over, and a cache
+	 * giving back would ask for its share again). */
+	uint64_t shrunk = r->asked && r->used > usage ? r->used - usage : 0;
+	uint64_t pressed = evicted > shrunk ? evicted - shrunk : 0;
 
 	/* Evictions are demand only where reuse shows the memory live: a
 	 * cache whose items nobody reads again evicts as much as one whose
 	 * items are read, and only the second gains from more room (a third
-	 * live: a cache growing into new keys shows their reuse late).  It asks
-	 * four times what it lost, up to a quarter of its share. */
-	if (evicted && live >= usage / 3) {
-		uint64_t lost = add_sat(evicted, refaulted);
+	 * live: a cache growing into new keys shows their reuse late).  Live
+	 * now, too: when the reads stop (a shift of load) the smoothed flow
+	 * takes seconds to fall, and the few sets the cache still takes would
+	 * hold its share all that time.  It asks four times what it lost, up
+	 * to a quarter of its share. */
+	if (pressed && min_u64(live, r->flow) >= usage / 3) {
+		uint64_t lost = add_sat(pressed, refaulted);
 		uint64_t more = lost > UINT64_MAX / 4 ? UINT64_MAX : lost * 4;
 
 		want = max_u64(want, add_sat(share, min_u64(share / 4, more)));

@@ -43,6 +43,7 @@ uint64_t sl__lease_demand(uint64_t share, uint64_t usage, uint64_t floor, uint64
  */
 struct sl__lease_reuse {
 	uint64_t live;       /* units shown live: the reuse flow, smoothed (below)   */
+	uint64_t flow;       /* the last report's flow, not smoothed                   */
 	uint64_t horizon_ms; /* the longest reuse interval seen lately, decaying     */
 	uint64_t asked;      /* the last demand made from it (0: none yet)            */
 	uint64_t used;       /* the usage that demand was made at                      */
@@ -55,8 +56,11 @@ struct sl__lease_reuse {
 #define SL__LEASE_REUSE_TAU_MS 1000
 /* The horizon decays toward what is seen now over about this long. */
 #define SL__LEASE_HORIZON_TAU_MS 10000
-/* A cache that filled by X in a period asks for X this many times more. */
-#define SL__LEASE_GROW_PERIODS 4
+/* A cache that filled by X in a period asks for X this many times more:
+ * about two seconds of filling at slcache's periods (200-250 ms), the time
+ * the room takes to come back from caches that give back an eighth a
+ * period and to reach it through the store (a period or two). */
+#define SL__LEASE_GROW_PERIODS 8
 /* The shortest horizon: reuse timed to the second (slcache's atime) makes
  * anything shorter noise. */
 #define SL__LEASE_HORIZON_MIN_MS 2000
@@ -80,7 +84,10 @@ uint64_t sl__lease_horizon(const struct sl__lease_reuse *r, uint64_t idle_limit_
 /*
  * What a participant asks for when its host reports reuse (@r, folded):
  * its live memory and an eighth more (room to show growth); more than its
- * share when it evicts and at least a third of its usage is live; its
+ * share when it evicts more than its usage fell by since its last demand
+ * (what it evicted to come down to a lower share is no pressure) and at
+ * least a third of its usage is live, both smoothed and in the last
+ * report; its
  * usage and SL__LEASE_GROW_PERIODS times what it grew by since its last
  * demand, when it grew; never
  * less than seven eighths of its usage or of its last demand, if less (it
