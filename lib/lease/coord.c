@@ -51,15 +51,22 @@ static bool current(const struct sl__coord_member *m)
 	return m->granted && m->grant_current;
 }
 
+/* What the member's own keys count, whatever its grant: its report's held
+ * and the floor it acknowledged. */
+static uint64_t own(const struct sl__coord_member *m)
+{
+	return max_u64(m->reported ? m->r_held : 0, m->m_floor);
+}
+
 uint64_t sl__coord_counted(const struct sl__coord_member *m)
 {
 	uint64_t floor = m->granted ? m->g_floor : 0;
 
 	if (!m->reported)
-		return floor;
+		return max_u64(floor, m->m_floor);
 	if (current(m))
-		return max_u64(m->g_held, m->r_held);
-	return max_u64(floor, m->r_held);
+		return max_u64(m->g_held, own(m));
+	return max_u64(floor, own(m));
 }
 
 size_t sl__coord_scratch_size(size_t n)
@@ -109,7 +116,7 @@ static struct tally tally(const struct sl__coord_budget *b, const struct sl__coo
 			s.counted = add_sat(s.counted, base);
 			continue;
 		}
-		after = max_u64(wanted(&m[i], tgt[k++], b->dead_band, force), m[i].r_held);
+		after = max_u64(wanted(&m[i], tgt[k++], b->dead_band, force), own(&m[i]));
 		s.counted = add_sat(s.counted, min_u64(after, base));
 		s.wants = add_sat(s.wants, sub_sat(after, base));
 	}
@@ -168,7 +175,7 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 		if (!m[i].reported)
 			continue;
 		base = sl__coord_counted(&m[i]);
-		after = max_u64(wanted(&m[i], tgt[k++], b->dead_band, force), m[i].r_held);
+		after = max_u64(wanted(&m[i], tgt[k++], b->dead_band, force), own(&m[i]));
 		if (after > base) {
 			in[ngrow].demand = after - base;
 			in[ngrow].floor = 0;
@@ -192,7 +199,7 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 			continue; /* counted at its floor until it comes back or goes */
 		w = wanted(x, tgt[k++], b->dead_band, force);
 		h = w;
-		if (max_u64(w, x->r_held) > base) {
+		if (max_u64(w, own(x)) > base) {
 			/* The allocator spreads room nobody asked for over
 			 * all: a grower takes only what it asked for. */
 			h = min_u64(w, add_sat(base, min_u64(give[j], in[j].demand)));
@@ -206,7 +213,7 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 		x->held = h;
 		x->floor = min_u64(ft, h);
 		x->write = !current(x) || h != x->g_held || x->floor != x->g_floor;
-		x->grows = max_u64(h, x->r_held) > base;
+		x->grows = max_u64(h, own(x)) > base;
 		if (x->write)
 			writes++;
 	}

@@ -7,10 +7,12 @@
  * tests/test_lease_coord.c checks it against its definition.
  *
  * What the store counts for a member (docs/leases.md, "Scale"): with its
- * grant g and its report r,
- *   r present, for g's session:        max(g.held, r.held)
- *   r present, g absent or for another session: max(g.floor, r.held)
- *   r absent (its session ran out):    g.floor
+ * grant g, its report r and the floor f its member key acknowledges,
+ *   r present, for g's session:        max(g.held, r.held, f)
+ *   r present, g absent or for another session: max(g.floor, r.held, f)
+ *   r absent (its session ran out):    max(g.floor, f)
+ * (a node falls to f when its own view of its session ends: a floor the
+ * coordinator lowers counts until the node has acknowledged it).
  * A plan never raises the sum of what is counted past the budget's max:
  * a grant that shrinks still counts at the member's reported held until the
  * member reports the shrink, so room is freed only once the holder has let
@@ -31,6 +33,8 @@ struct sl__coord_member {
 	bool reported;       /* a report exists (its session runs)                    */
 	uint64_t r_held;     /* what the report says the member holds                 */
 	uint64_t demand;     /* what it asks for (reported; 0 without a report)       */
+	uint64_t m_floor;    /* the floor its member key acknowledges: counted in
+			      * any case, until the member acknowledges a lower one */
 	/* Out: the grant to hold after the plan (== the input when unchanged). */
 	uint64_t held, floor;
 	bool write;          /* the grant must be (re)written                          */

@@ -435,10 +435,15 @@ out:
 	return body;
 }
 
+/* The member each new watch starts on: the watches of a process (a node's
+ * grants, its elections, a coordinator's budgets; a benchmark's thousand
+ * nodes) spread over the cluster rather than all on its first member. */
+static atomic_size_t first_member;
+
 static void *watch_main(void *arg)
 {
 	struct sl__etcd_watch *w = arg;
-	size_t idx = 0, failed = 0;
+	size_t idx = atomic_fetch_add(&first_member, 1) % w->conn.n_endpoints, failed = 0;
 
 	curl_easy_setopt(w->curl, CURLOPT_WRITEFUNCTION, on_stream);
 	curl_easy_setopt(w->curl, CURLOPT_WRITEDATA, w);

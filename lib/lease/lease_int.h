@@ -109,6 +109,7 @@ struct sl_lease {
 	bool c_member;         /* its member key is in the store                     */
 	int64_t c_session;     /* the session its report was written under (0: none) */
 	uint64_t c_rep_held, c_rep_demand; /* the report as last written           */
+	uint64_t c_mfloor;     /* the floor our member key acknowledges: our fence's */
 	long c_num;            /* its id's number: its slot in the node's grants     */
 
 	/* Under s->stat_lock: what sl_lease_stats() reads. */

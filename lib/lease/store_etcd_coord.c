@@ -376,6 +376,8 @@ struct cwrite {
 	bool claim;              /* a claim (join_compare()), not a batched report */
 	bool raise;              /* it acknowledges a raise: sent alone, comparing  */
 	int64_t g_rev;           /* the revision of the grant it saw               */
+	bool mfloor;             /* the member key's floor changes to floor         */
+	uint64_t floor;
 	int rc;                  /* the outcome                                    */
 	struct sl_limits lim;    /* claims: the budget's limits as read            */
 };
@@ -439,7 +441,7 @@ static char *rep_json(uint64_t held, uint64_t usage, uint64_t demand, int64_t se
  * for us already, or our usage if more (from room, by a compare). */
 static void lease_register(struct sl_lease *l, const struct sl__cgrant *g, struct round *r)
 {
-	uint64_t base = g->present ? g->floor : 0, cnt, claim;
+	uint64_t base = max_u64(g->present ? g->floor : 0, l->c_mfloor), cnt, claim;
 
 	sl__lease_group_read(l->g, &cnt, NULL);
 	/* Lower first: from here the group holds at most the claim. */
@@ -456,23 +458,15 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct roun
 {
 	struct sl__coord_lease x;
 	struct sl__cgrant g;
-	uint64_t cnt, ev, target, held;
+	uint64_t cnt, ev, target, held, floor_to;
 
 	memset(&g, 0, sizeof(g));
 	pthread_mutex_lock(&c->tlock);
 	if (l->c_num >= 0 && (size_t)l->c_num < c->ngrants)
 		g = c->grants[l->c_num];
 	pthread_mutex_unlock(&c->tlock);
-	if (g.present) {
+	if (g.present)
 		l->blim = g.lim;
-		/* What the store counts for us once our report is gone. */
-		if (g.floor != l->floor) {
-			if (g.floor < l->floor && l->applied > g.floor && l->state == SL_LEASE_FENCED)
-				sl__lease_apply(l, g.floor);
-			l->floor = g.floor;
-			sl__lease_publish(l);
-		}
-	}
 	if (l->c_session != c->session) {
 		lease_register(l, &g, r);
 		return;
@@ -495,15 +489,32 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct roun
 	if (target < l->c_rep_held)
 		sl__lease_group_read(l->g, &cnt, NULL);
 	held = sl__coord_lease_held(target, cnt, l->c_rep_held);
-	if (sl__coord_lease_report(&x, held, l->demand)) {
-		if (queue(r, l, held, cnt, l->demand, false, 0))
+	/* Our fence's floor is the one our member key acknowledges: the store
+	 * counts it for us whatever the grant says.  A lower floor of the
+	 * grant applies here first (we fence to it from now), then is
+	 * acknowledged; a higher one is acknowledged first, comparing the
+	 * grant it comes from, and fenced to after. */
+	floor_to = x.grant_current ? g.floor : l->c_mfloor;
+	if (floor_to < l->floor) {
+		l->floor = floor_to;
+		sl__lease_publish(l);
+	}
+	if (sl__coord_lease_report(&x, held, l->demand) || floor_to != l->c_mfloor) {
+		struct cwrite *w;
+
+		if (queue(r, l, held, cnt, l->demand, false, 0)) {
 			l->counts.store_errors++;
-		else if (held > l->c_rep_held) {
-			/* It counts us for more than our last report did: only
-			 * if the grant is still the one we saw (a grant shrunk
-			 * meanwhile counts us at what our report says). */
-			r->w[r->n - 1].raise = true;
-			r->w[r->n - 1].g_rev = g.rev;
+			return;
+		}
+		w = &r->w[r->n - 1];
+		w->mfloor = floor_to != l->c_mfloor;
+		w->floor = floor_to;
+		/* It counts us for more than our keys did: only if the grant
+		 * is still the one we saw (a grant shrunk meanwhile counts us
+		 * at what our keys say). */
+		if (held > l->c_rep_held || floor_to > l->c_mfloor) {
+			w->raise = true;
+			w->g_rev = g.rev;
 		}
 	} else if (target > l->applied) {
 		/* Reported already (a raise whose apply failed): apply it. */
@@ -540,9 +551,13 @@ static void send_reports(struct sl__coord_node *c, struct round *r)
 			json_array_append_new(ops, sl__coord_op_put(key, v, r->session));
 			free(v);
 			k++;
-			if (w->member) {
+			if (w->member || w->mfloor) {
+				char mv[48];
+
+				snprintf(mv, sizeof(mv), "{\"floor\":\"%llu\"}",
+					 (unsigned long long)(w->mfloor ? w->floor : 0));
 				sl__etcd_key(c->st, key, w->budget, "member", w->id);
-				json_array_append_new(ops, sl__coord_op_put(key, "{}", 0));
+				json_array_append_new(ops, sl__coord_op_put(key, mv, 0));
 				k++;
 			}
 		}
@@ -571,16 +586,26 @@ static int send_raise(struct sl__coord_node *c, const struct cwrite *w, int64_t 
 	bool ok = false;
 	int rc;
 
+	json_t *ops;
+
 	v = rep_json(w->held, w->usage, w->demand, session);
 	if (!v)
 		return -ENOMEM;
 	sl__etcd_key(c->st, key, w->budget, "rep", w->id);
 	grants_key(c, gkey, w->id);
+	ops = json_pack("[o]", sl__coord_op_put(key, v, session));
+	free(v);
+	if (ops && w->mfloor) {
+		char mv[48];
+
+		snprintf(mv, sizeof(mv), "{\"floor\":\"%llu\"}", (unsigned long long)w->floor);
+		sl__etcd_key(c->st, key, w->budget, "member", w->id);
+		json_array_append_new(ops, sl__coord_op_put(key, mv, 0));
+	}
 	rc = sl__coord_txn(&c->conn,
 			   json_pack("[o]", sl__coord_cmp(gkey, "MOD", "mod_revision", "EQUAL",
 							  w->g_rev)),
-			   json_pack("[o]", sl__coord_op_put(key, v, session)), &ok, NULL, NULL);
-	free(v);
+			   ops, &ok, NULL, NULL);
 	if (rc)
 		return rc;
 	return ok ? 0 : -EAGAIN;
@@ -633,9 +658,11 @@ static int join_compare(struct sl__coord_node *c, struct cwrite *w, int64_t sess
 		return -ENOMEM;
 	sl__etcd_key(c->st, rkey, w->budget, "rep", w->id);
 	sl__etcd_key(c->st, mkey, w->budget, "member", w->id);
-	ops = json_pack("[o,o,o]", sl__coord_op_put(rkey, rep, session),
-			sl__coord_op_put(mkey, "{}", 0), sl__coord_op_put(vkey, vbuf, 0));
+	ops = json_pack("[o,o]", sl__coord_op_put(rkey, rep, session), sl__coord_op_put(vkey, vbuf, 0));
 	free(rep);
+	/* A new member's key, acknowledging no floor; an old one's stays. */
+	if (ops && w->member)
+		json_array_append_new(ops, sl__coord_op_put(mkey, "{}", 0));
 	rc = sl__coord_txn(&c->conn,
 			   json_pack("[o]", sl__coord_cmp(vkey, "MOD", "mod_revision", "EQUAL", vrev)),
 			   ops, &ok, NULL, NULL);
@@ -689,6 +716,13 @@ static void round_done(struct sl__coord_node *c, struct round *r)
 			l->counts.grants++;
 		else if (w->held < l->c_rep_held && l->c_session == r->session)
 			l->counts.shrinks++;
+		if (w->member)
+			l->c_mfloor = 0;
+		if (w->mfloor) {
+			/* Acknowledged: our fence's floor from now on. */
+			l->c_mfloor = w->floor;
+			l->floor = w->floor;
+		}
 		l->c_member = true;
 		l->c_session = r->session;
 		l->registered = true;
@@ -827,8 +861,12 @@ int sl__coord_run(sl_lease_store *s)
 		/* 2. The session, with no lock held. */
 		if (renew)
 			rc = session_call(c, &sent);
-		if (any && (!c->retry_ns || now >= c->retry_ns) && watches(c))
-			rc = rc ? rc : -EAGAIN;
+		if (any && (!c->retry_ns || now >= c->retry_ns) && watches(c)) {
+			/* Again in a quarter period, not at once. */
+			pthread_mutex_lock(&s->lock);
+			c->retry_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS / 4;
+			pthread_mutex_unlock(&s->lock);
+		}
 
 		/* 3. Under the lock: the session's answer; every lease due
 		 * decides its report (lowering its group first). */
@@ -864,9 +902,14 @@ int sl__coord_run(sl_lease_store *s)
 		/* 5. Under the lock: what the store said. */
 		pthread_mutex_lock(&s->lock);
 		round_done(c, &r);
-		for (l = s->leases; l; l = l->next)
-			if (l->next_ns < wake)
-				wake = l->next_ns;
+		/* The leases' periods count only while they can step: without
+		 * a session, or waiting to retry, a lease past its period
+		 * would wake the loop at once, again and again. */
+		now = sl__lease_now_ns();
+		if (c->session && (!c->retry_ns || now >= c->retry_ns))
+			for (l = s->leases; l; l = l->next)
+				if (l->next_ns < wake)
+					wake = l->next_ns;
 		if (c->session && c->keep_next_ns < wake)
 			wake = c->keep_next_ns;
 		if (c->session && c->view_end_ns < wake)
@@ -911,6 +954,9 @@ int sl__coord_open(sl_lease_store *s)
 		free(c);
 		return rc;
 	}
+	/* Nodes start on different members (the connection fails over from
+	 * there): a fleet's sessions spread over the cluster. */
+	c->conn.current = (size_t)(c->st->nonce % c->conn.n_endpoints);
 	c->rnd = (uint64_t)sl__lease_now_ns() ^ c->st->nonce;
 	pthread_mutex_init(&c->tlock, NULL);
 	s->coord = c;

@@ -46,6 +46,7 @@ struct sl__crep {
 struct sl__cmember {
 	char id[SL_LEASE_ID_MAX];
 	bool member;
+	uint64_t m_floor;        /* the floor its member key acknowledges         */
 	struct sl__crep rep;
 	struct sl__cgrant grant;
 	/* A participant of the decentralized protocol under the same name:
@@ -75,6 +76,7 @@ struct sl__cbudget {
 struct sl__celect {
 	char name[SL_LEASE_NAME_MAX];
 	bool held;               /* a coord key exists                             */
+	int64_t rev;             /* the revision that said so                      */
 	int64_t campaign_ns;     /* when to campaign if still unheld (0: not due)  */
 	struct sl__celect *next;
 };

@@ -71,7 +71,7 @@ static struct sl__cbudget *led_of(struct sl__coord_node *c, const char *name)
 }
 
 /* Under tlock: the coord key of @name is there or gone. */
-static void note_coord(struct sl__coord_node *c, const char *key, bool deleted)
+static void note_coord(struct sl__coord_node *c, const char *key, bool deleted, int64_t rev)
 {
 	size_t plen = strlen(c->st->prefix) + strlen("/coord/");
 	struct sl__celect *e;
@@ -83,6 +83,7 @@ static void note_coord(struct sl__coord_node *c, const char *key, bool deleted)
 	if (!e)
 		return;
 	e->held = !deleted;
+	e->rev = rev;
 	e->campaign_ns = 0;
 	b = led_of(c, key + plen);
 	/* Ours is gone (our session ended) or another's: we lead no more. */
@@ -101,7 +102,7 @@ static void coord_events(void *ctx, const struct sl__etcd_event *ev, size_t n, i
 		struct sl__cbudget *b;
 		size_t plen = strlen(c->st->prefix) + strlen("/coord/");
 
-		note_coord(c, ev[i].key, ev[i].deleted);
+		note_coord(c, ev[i].key, ev[i].deleted, ev[i].mod_revision ? ev[i].mod_revision : rev);
 		/* A put with another term than ours: deposed. */
 		if (!ev[i].deleted && strlen(ev[i].key) > plen) {
 			b = led_of(c, ev[i].key + plen);
@@ -168,7 +169,7 @@ int sl__coord_elect_start(struct sl__coord_node *c)
 		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
 
 		if (k)
-			note_coord(c, k, false);
+			note_coord(c, k, false, rev);
 		free(k);
 	}
 	c->cw_lost = false;
@@ -265,8 +266,20 @@ static void note_key(struct sl__cbudget *b, const char *base, const char *key, b
 	}
 	if (!strncmp(rest, "member/", 7)) {
 		m = member_of(b, rest + 7, !deleted);
-		if (m)
+		if (m) {
+			json_t *doc = deleted ? NULL : json_loadb(v, len, 0, NULL);
+
 			m->member = !deleted;
+			/* No floor: 0.  An unreadable one: counted as the
+			 * whole budget, so nothing is granted past it. */
+			m->m_floor = 0;
+			if (doc && json_object_get(doc, "floor") &&
+			    sl__etcd_get_u64(doc, "floor", &m->m_floor))
+				m->m_floor = UINT64_MAX;
+			if (!deleted && !doc)
+				m->m_floor = UINT64_MAX;
+			json_decref(doc);
+		}
 	} else if (!strncmp(rest, "rep/", 4)) {
 		m = member_of(b, rest + 4, !deleted);
 		if (m && (deleted || parse_rep(v, len, &m->rep)))
@@ -408,6 +421,7 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 static void campaign(struct sl__coord_node *c, const char *name, int64_t session)
 {
 	char key[SL__ETCD_KEY_MAX], val[SL_LEASE_ID_MAX + 16];
+	struct sl__celect *e;
 	int64_t rev = 0;
 	bool ok = false;
 
@@ -418,8 +432,39 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 			  json_pack("[o]", sl__coord_op_put(key, val, session)), &ok, &rev, NULL))
 		return;
 	/* The txn's revision is the key's create_revision: our term. */
-	if (ok)
+	if (ok) {
 		lead_start(c, name, rev);
+		return;
+	}
+	/* Another holds it: so we take it until the coord watch says it is
+	 * gone (a campaign lost while the watch lags would otherwise be tried
+	 * again every period, by every node, for every budget). */
+	pthread_mutex_lock(&c->tlock);
+	e = elect_of(c, name, true);
+	/* Unless the watch already said it went after our txn. */
+	if (e && e->rev <= rev) {
+		e->held = true;
+		e->rev = rev;
+		e->campaign_ns = 0;
+	}
+	pthread_mutex_unlock(&c->tlock);
+}
+
+/* The nodes of a budget campaign in 16 waves a quarter period apart, each
+ * node in the wave its id and the budget's name hash to: the first wave's
+ * winner is seen by the others (through the coord watch) before they try,
+ * so an election costs about a sixteenth of the members' campaigns, not
+ * all of them. */
+static int64_t campaign_delay(const struct sl__coord_node *c, const char *name, uint64_t rnd)
+{
+	uint64_t h = 1469598103934665603ull, q = (uint64_t)c->period_ms * NS_PER_MS / 4 + 1;
+	const char *p;
+
+	for (p = c->idprefix; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	for (p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return (int64_t)((h % 16) * q + rnd % q);
 }
 
 /* ---- the plan and its writes --------------------------------------------- */
@@ -584,6 +629,7 @@ static void lead_one(struct sl__coord_node *c, struct sl__cbudget *b)
 		m[n].grant_current = x->grant.present && x->rep.present &&
 				     x->grant.session == x->rep.session;
 		m[n].r_held = x->rep.present ? x->rep.held : 0;
+		m[n].m_floor = x->m_floor;
 		m[n].demand = x->rep.present ? x->rep.demand : 0;
 		snprintf(p[n].id, sizeof(p[n].id), "%s", x->id);
 		p[n].session = x->rep.session;
@@ -627,12 +673,13 @@ static void lead_one(struct sl__coord_node *c, struct sl__cbudget *b)
 			x->grant.session = p[i].session;
 			x->grant.lim = lim;
 		}
-	} else {
-		/* A compare failed (a join came between, or we are deposed:
-		 * the coord watch says which) or the store failed: again
-		 * after the next change or period. */
+	} else if (rc != -EAGAIN) {
+		/* The store failed: again in a quarter period. */
 		b->dirty = true;
 	}
+	/* A compare failed: a write we have not seen came between (a join, a
+	 * report, or another coordinator's election).  Its event is on its
+	 * way: the plan is made again when it arrives, not before. */
 	pthread_mutex_unlock(&c->tlock);
 out:
 	free(m);
@@ -686,8 +733,7 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 		e = elect_of(c, budgets[i], true);
 		if (e && !e->held && !led_of(c, budgets[i])) {
 			if (!e->campaign_ns)
-				e->campaign_ns = now + (int64_t)(rnd_next(c) %
-						 ((uint64_t)c->period_ms * (uint64_t)NS_PER_MS + 1));
+				e->campaign_ns = now + campaign_delay(c, budgets[i], rnd_next(c));
 			go = now >= e->campaign_ns;
 			if (go)
 				e->campaign_ns = 0;

@@ -221,7 +221,7 @@ done:
 struct cpart {
 	char id[SL_LEASE_ID_MAX];
 	bool member, rep, grant;
-	uint64_t r_held, usage, demand, g_held, g_floor;
+	uint64_t r_held, usage, demand, g_held, g_floor, m_floor;
 	int64_t r_session, g_session;
 };
 
@@ -265,6 +265,11 @@ static int add_coordinated(json_t *kvs, size_t sublen, struct sl__lease_view *ou
 
 		if (!strncmp(rest, "member/", 7) && (p = cpart_of(t, &nc, rest + 7))) {
 			p->member = true;
+			doc = sl__etcd_kv_json(kv);
+			/* No floor: 0; an unreadable one counts the whole budget. */
+			if (!doc || (json_object_get(doc, "floor") &&
+				     sl__etcd_get_u64(doc, "floor", &p->m_floor)))
+				p->m_floor = UINT64_MAX;
 		} else if (!strncmp(rest, "rep/", 4) && (p = cpart_of(t, &nc, rest + 4)) &&
 			   (doc = sl__etcd_kv_json(kv)) &&
 			   !sl__etcd_get_u64(doc, "held", &p->r_held) &&
@@ -295,6 +300,10 @@ static int add_coordinated(json_t *kvs, size_t sublen, struct sl__lease_view *ou
 		const struct cpart *p = &t[i];
 		uint64_t floor = p->grant ? p->g_floor : 0;
 
+		/* The floor the member acknowledged counts whatever its grant. */
+		if (p->m_floor > floor)
+			floor = p->m_floor;
+
 		if (!p->member)
 			continue;
 		r = &out->recs[out->n++];
@@ -310,6 +319,8 @@ static int add_coordinated(json_t *kvs, size_t sublen, struct sl__lease_view *ou
 		} else {
 			uint64_t g = p->grant && p->g_session == p->r_session ? p->g_held : floor;
 
+			if (p->m_floor > g)
+				g = p->m_floor;
 			r->held = g > p->r_held ? g : p->r_held;
 			r->floor = floor < r->held ? floor : r->held;
 			r->state = SL_LEASE_HELD;
