@@ -233,6 +233,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sl_lease_store_opts_init(&so);
+	/* A store call may take up to 5 s (the default is 1 s): a thousand
+	 * nodes joining at once on two cores keep etcd's answers seconds
+	 * late, and a call given up on is a call made again. */
+	so.timeout_ms = 5000;
 	sl_lease_opts_init(&lo);
 	lo.flags = SL_LEASE_DEFERRED;
 	lo.period_ms = period;

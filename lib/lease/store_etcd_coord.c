@@ -266,6 +266,23 @@ static int grants_watch_start(struct sl__coord_node *c)
 
 /* ---- the session --------------------------------------------------------- */
 
+/* A failed store call is tried again after a quarter period, doubling with
+ * each failure in a row up to a quarter of the lease's own view: a cluster
+ * that is slow to answer is not asked again and again by every node. */
+static void retry_later(struct sl__coord_node *c)
+{
+	int64_t d = (int64_t)c->period_ms * NS_PER_MS / 4;
+	int64_t cap = ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS / 4;
+
+	for (unsigned i = 0; i < c->fails && d < cap; i++)
+		d *= 2;
+	if (d > cap && cap > 0)
+		d = cap;
+	if (c->fails < 16)
+		c->fails++;
+	c->retry_ns = sl__lease_now_ns() + d;
+}
+
 static int64_t keep_ms(const struct sl__coord_node *c)
 {
 	uint32_t k = (c->ttl_ms - c->margin_ms) / 3;
@@ -305,10 +322,34 @@ static int session_call(struct sl__coord_node *c, int64_t *sent)
 	int rc;
 
 	*sent = sl__lease_now_ns();
-	if (c->session)
+	if (!c->session && c->asked_session) {
+		/* A grant whose answer was lost may have been applied: the id
+		 * is ours, so a keepalive tells (a retried grant would leave
+		 * a lease behind each time, each a raft entry). */
+		req = json_pack("{s:o}", "ID", sl__etcd_int(c->asked_session));
+		rc = req ? sl__etcd_call(&c->conn, "/v3/lease/keepalive", req, &resp, NULL) : -ENOMEM;
+		json_decref(req);
+		if (rc == 0 && !sl__etcd_get_int(json_object_get(resp, "TTL"), 0, &v) && v > 0) {
+			json_decref(resp);
+			c->new_session = c->asked_session;
+			c->asked_session = 0;
+			return 0;
+		}
+		json_decref(resp);
+		resp = NULL;
+		if (rc && rc != -ENOENT)
+			return rc;
+	}
+	if (c->session) {
 		req = json_pack("{s:o}", "ID", sl__etcd_int(c->session));
-	else
-		req = json_pack("{s:I}", "TTL", (json_int_t)ttl_s(c));
+	} else {
+		/* Our own id (positive, not 0), kept until the grant is seen. */
+		if (!c->asked_session)
+			c->asked_session = (int64_t)((c->rnd = c->rnd * 6364136223846793005ull +
+								1442695040888963407ull) >> 2) + 1;
+		req = json_pack("{s:I,s:o}", "TTL", (json_int_t)ttl_s(c), "ID",
+				sl__etcd_int(c->asked_session));
+	}
 	if (!req)
 		return -ENOMEM;
 	rc = sl__etcd_call(&c->conn, c->session ? "/v3/lease/keepalive" : "/v3/lease/grant", req,
@@ -319,10 +360,11 @@ static int session_call(struct sl__coord_node *c, int64_t *sent)
 		if (sl__etcd_get_int(json_object_get(resp, "TTL"), 0, &v) || v <= 0)
 			rc = -ENOENT;
 	} else if (rc == 0) {
-		if (sl__etcd_get_int(json_object_get(resp, "ID"), 0, &v) || v == 0)
+		if (sl__etcd_get_int(json_object_get(resp, "ID"), 0, &v) || v != c->asked_session)
 			rc = -EIO;
 		else
 			c->new_session = v;
+		c->asked_session = 0;
 	}
 	json_decref(resp);
 	return rc;
@@ -344,9 +386,10 @@ static void session_done(struct sl__coord_node *c, int rc, int64_t sent)
 			l->counts.store_errors++;
 			sl__lease_publish(l);
 		}
-		c->retry_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS / 4;
+		retry_later(c);
 		return;
 	}
+	c->fails = 0;
 	if (c->new_session) {
 		c->session = c->new_session;
 		c->new_session = 0;
@@ -704,8 +747,8 @@ static void round_done(struct sl__coord_node *c, struct round *r)
 		if (w->rc) {
 			if (w->rc != -EAGAIN && w->rc != -ENOENT) {
 				l->counts.store_errors++;
-				c->retry_ns = sl__lease_now_ns() +
-					      (int64_t)c->period_ms * NS_PER_MS / 4;
+				if (!c->retry_ns)
+					retry_later(c);
 			}
 			sl__lease_publish(l);
 			continue;
@@ -864,7 +907,7 @@ int sl__coord_run(sl_lease_store *s)
 		if (any && (!c->retry_ns || now >= c->retry_ns) && watches(c)) {
 			/* Again in a quarter period, not at once. */
 			pthread_mutex_lock(&s->lock);
-			c->retry_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS / 4;
+			retry_later(c);
 			pthread_mutex_unlock(&s->lock);
 		}
 

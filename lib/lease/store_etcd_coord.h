@@ -90,6 +90,8 @@ struct sl__coord_node {
 	/* The session, the run thread's (changed under s->lock). */
 	int64_t session;         /* etcd lease id, 0: none                          */
 	int64_t new_session;     /* granted by the call in flight                  */
+	int64_t asked_session;   /* the id of a grant not yet seen answered        */
+	unsigned fails;          /* store calls failed in a row: the backoff       */
 	bool lost_session;       /* coordinators to drop: the session went         */
 	uint32_t ttl_ms, margin_ms, period_ms;
 	int64_t view_end_ns;     /* our own view of the session ends               */
