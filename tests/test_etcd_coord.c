@@ -232,10 +232,13 @@ START_TEST(shares_fill_and_follow_demand)
 	for (i = 0; i < NODES; i++)
 		node_start(&nodes[i], url, "b", (uintptr_t)i);
 	WAIT_FOR(all_held(nodes, NODES), "every node holds its lease");
-	/* Nobody asks: the room is spread over everyone. */
+	/* Everyone asks: the budget is shared. */
+	for (i = 0; i < NODES; i++)
+		atomic_store(&want[i], MAX);
 	WAIT_FOR(sum_shares(nodes, NODES) >= MAX * 9 / 10, "the shares fill 90% of the budget");
-	/* Node 0 evicts: it gets most of the budget, from the others. */
-	atomic_store(&want[0], MAX);
+	/* Only node 0 evicts: it gets most of the budget, from the others. */
+	atomic_store(&want[1], 0);
+	atomic_store(&want[2], 0);
 	WAIT_FOR(share_of(&nodes[0]) >= MAX * 8 / 10, "node 0's share follows its demand");
 	/* Then node 2 instead. */
 	atomic_store(&want[0], 0);
@@ -298,7 +301,8 @@ START_TEST(leave_removes_the_member)
 	WAIT_FOR(all_held(nodes, 2) && lease_parts(nodes[0].s, "b", p) == 2, "two members");
 	node_stop(&nodes[1]);
 	ck_assert_uint_eq(lease_parts(nodes[0].s, "b", p), 1);
-	/* The one left gets the whole budget as headroom. */
+	/* The one left gets the whole budget when it asks. */
+	atomic_store(&want[0], MAX);
 	WAIT_FOR(share_of(&nodes[0]) >= MAX * 9 / 10, "the member left has the room");
 	node_stop(&nodes[0]);
 	ck_assert_int_eq(sl_lease_store_remove(url, NULL), 0);

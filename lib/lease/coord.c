@@ -156,6 +156,17 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 		k++;
 	}
 	sl__lease_alloc_maxmin(avail, nrep, in, tgt);
+	/* Room nobody asks for is not spread over everyone, beyond an eighth
+	 * of each demand: every share would move with each join and leave,
+	 * and a budget of a thousand members would see its thousand grants
+	 * written again and again.  A member whose demand rises is granted
+	 * the room in its coordinator's next plan. */
+	for (k = 0; k < nrep; k++) {
+		uint64_t cap = max_u64(add_sat(in[k].demand, in[k].demand / 8), in[k].floor);
+
+		if (tgt[k] > cap)
+			tgt[k] = cap;
+	}
 
 	/* 2, 3: the room; the dead band gives way when a grower or the
 	 * budget needs what it holds back. */
