@@ -147,6 +147,18 @@ static int lookup(const char *url, const struct sl_lease_store_opts *opts,
 	return -EPROTONOSUPPORT;
 }
 
+/* The handle's own parts, its store closed. */
+static void store_free(sl_lease_store *s)
+{
+	pthread_cond_destroy(&s->wake);
+	pthread_mutex_destroy(&s->wake_lock);
+	pthread_mutex_destroy(&s->stat_lock);
+	pthread_mutex_destroy(&s->pending_lock);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->op_lock);
+	free(s);
+}
+
 int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
 			sl_lease_store **out)
 {
@@ -192,13 +204,7 @@ int sl_lease_store_open(const char *url, const struct sl_lease_store_opts *opts,
 		rc = sl__coord_open(s);
 		if (rc) {
 			ops->close(s->state);
-			pthread_cond_destroy(&s->wake);
-			pthread_mutex_destroy(&s->wake_lock);
-			pthread_mutex_destroy(&s->stat_lock);
-			pthread_mutex_destroy(&s->pending_lock);
-			pthread_mutex_destroy(&s->lock);
-			pthread_mutex_destroy(&s->op_lock);
-			free(s);
+			store_free(s);
 			return rc;
 		}
 	}
@@ -244,13 +250,7 @@ void sl_lease_store_close(sl_lease_store *s)
 		free(s);
 		return;
 	}
-	pthread_cond_destroy(&s->wake);
-	pthread_mutex_destroy(&s->wake_lock);
-	pthread_mutex_destroy(&s->stat_lock);
-	pthread_mutex_destroy(&s->pending_lock);
-	pthread_mutex_destroy(&s->lock);
-	pthread_mutex_destroy(&s->op_lock);
-	free(s);
+	store_free(s);
 }
 
 /* ---- one store call at a time ---- */

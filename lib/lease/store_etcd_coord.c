@@ -208,15 +208,48 @@ static void grants_events(void *ctx, const struct sl__etcd_event *ev, size_t n, 
 	sl__coord_kick(c);
 }
 
+void sl__coord_lost(struct sl__coord_node *c, bool *flag)
+{
+	pthread_mutex_lock(&c->tlock);
+	*flag = true;
+	pthread_mutex_unlock(&c->tlock);
+	sl__coord_kick(c);
+}
+
+void sl__coord_each_kv(json_t *kvs,
+		       void (*fn)(void *ctx, const char *k, const char *v, size_t vl, int64_t rev),
+		       void *ctx)
+{
+	json_t *kv;
+	size_t i;
+
+	json_array_foreach(kvs, i, kv) {
+		size_t kl, vl = 0;
+		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
+		/* The gateway leaves an empty value out. */
+		json_t *jv = json_object_get(kv, "value");
+		char *v = jv ? sl__etcd_unb64(jv, &vl) : strdup("");
+		int64_t rev = 0;
+
+		sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &rev);
+		if (k && v)
+			fn(ctx, k, v, vl, rev);
+		free(k);
+		free(v);
+	}
+}
+
 static void grants_reset(void *ctx, int err)
 {
 	struct sl__coord_node *c = ctx;
 
 	(void)err;
-	pthread_mutex_lock(&c->tlock);
-	c->gw_lost = true;
-	pthread_mutex_unlock(&c->tlock);
-	sl__coord_kick(c);
+	sl__coord_lost(c, &c->gw_lost);
+}
+
+static void grant_kv(void *ctx, const char *k, const char *v, size_t vl, int64_t rev)
+{
+	note_grant(ctx, k, false, v, vl, rev);
 }
 
 /* Read our grants and watch them from there on. */
@@ -224,9 +257,8 @@ static int grants_watch_start(struct sl__coord_node *c)
 {
 	char key[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX];
 	struct sl__etcd_watch_cbs cbs = { grants_events, grants_reset, c };
-	json_t *req, *resp = NULL, *kv;
+	json_t *req, *resp = NULL;
 	struct sl__etcd_hdr hdr = { 0, 0 };
-	size_t i;
 	int rc;
 
 	grants_key(c, key, c->idprefix);
@@ -241,22 +273,7 @@ static int grants_watch_start(struct sl__coord_node *c)
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&c->tlock);
-	json_array_foreach(json_object_get(resp, "kvs"), i, kv) {
-		size_t kl, vl;
-		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
-		/* The gateway leaves an empty value out. */
-		json_t *jv = json_object_get(kv, "value");
-		char *v = jv ? sl__etcd_unb64(jv, &vl) : strdup("");
-		int64_t mrev = 0;
-
-		if (!jv)
-			vl = 0;
-		sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &mrev);
-		if (k && v)
-			note_grant(c, k, false, v, vl, mrev);
-		free(k);
-		free(v);
-	}
+	sl__coord_each_kv(json_object_get(resp, "kvs"), grant_kv, c);
 	c->gw_lost = false;
 	pthread_mutex_unlock(&c->tlock);
 	json_decref(resp);

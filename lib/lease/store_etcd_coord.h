@@ -132,6 +132,14 @@ json_t *sl__coord_cmp(const char *key, const char *target, const char *field, co
 int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
 		  json_t **resp);
 int sl__coord_parse_grant(const char *v, size_t len, struct sl__cgrant *g, char *budget);
+/* A watch's reset: mark *@flag (under tlock) and wake the run thread,
+ * which reads the range again and watches anew. */
+void sl__coord_lost(struct sl__coord_node *c, bool *flag);
+/* Call @fn for each key and value (decoded; an empty value as "") of a
+ * range answer's kvs, with the key's mod_revision. */
+void sl__coord_each_kv(json_t *kvs,
+		       void (*fn)(void *ctx, const char *k, const char *v, size_t vl, int64_t rev),
+		       void *ctx);
 /* The number after the last ':' of a lease id (-1: not one of ours). */
 long sl__coord_id_num(const struct sl__coord_node *c, const char *id);
 

@@ -120,10 +120,7 @@ static void coord_reset(void *ctx, int err)
 	struct sl__coord_node *c = ctx;
 
 	(void)err;
-	pthread_mutex_lock(&c->tlock);
-	c->cw_lost = true;
-	pthread_mutex_unlock(&c->tlock);
-	sl__coord_kick(c);
+	sl__coord_lost(c, &c->cw_lost);
 }
 
 /* The range [@key, its successor) for a key ending in '/'. */
@@ -147,14 +144,29 @@ static int range_read(struct sl__coord_node *c, json_t *req, json_t **resp, int6
 	return rc;
 }
 
+struct elect_read {
+	struct sl__coord_node *c;
+	int64_t rev; /* the range's revision: what says the key is there */
+};
+
+static void coord_kv(void *ctx, const char *k, const char *v, size_t vl, int64_t rev)
+{
+	struct elect_read *r = ctx;
+
+	(void)v;
+	(void)vl;
+	(void)rev;
+	note_coord(r->c, k, false, r->rev);
+}
+
 int sl__coord_elect_start(struct sl__coord_node *c)
 {
 	char key[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX];
 	struct sl__etcd_watch_cbs cbs = { coord_events, coord_reset, c };
+	struct elect_read r;
 	struct sl__celect *e;
-	json_t *resp = NULL, *kv;
+	json_t *resp = NULL;
 	int64_t rev = 0;
-	size_t i;
 	int rc;
 
 	snprintf(key, sizeof(key), "%s/coord/", c->st->prefix);
@@ -164,14 +176,9 @@ int sl__coord_elect_start(struct sl__coord_node *c)
 	pthread_mutex_lock(&c->tlock);
 	for (e = c->elect; e; e = e->next)
 		e->held = false;
-	json_array_foreach(json_object_get(resp, "kvs"), i, kv) {
-		size_t kl;
-		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
-
-		if (k)
-			note_coord(c, k, false, rev);
-		free(k);
-	}
+	r.c = c;
+	r.rev = rev;
+	sl__coord_each_kv(json_object_get(resp, "kvs"), coord_kv, &r);
 	c->cw_lost = false;
 	pthread_mutex_unlock(&c->tlock);
 	json_decref(resp);
@@ -357,15 +364,23 @@ static void budget_free(struct sl__cbudget *b)
 	free(b);
 }
 
+static void budget_kv(void *ctx, const char *k, const char *v, size_t vl, int64_t rev)
+{
+	struct sl__cbudget *b = ctx;
+	char base[SL__ETCD_KEY_MAX];
+
+	budget_base(b, base);
+	note_key(b, base, k, false, v, vl, rev);
+}
+
 /* We won @name at @term: read the whole budget, then watch it. */
 static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 {
 	struct sl__cbudget *b = calloc(1, sizeof(*b));
 	char base[SL__ETCD_KEY_MAX], end[SL__ETCD_KEY_MAX + 1];
 	struct sl__etcd_watch_cbs cbs = { budget_events, budget_reset, NULL };
-	json_t *req, *resp = NULL, *kv;
+	json_t *req, *resp = NULL;
 	int64_t rev = 0;
-	size_t i;
 	int rc;
 
 	if (!b)
@@ -387,22 +402,7 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 		return rc;
 	}
 	pthread_mutex_lock(&c->tlock);
-	json_array_foreach(json_object_get(resp, "kvs"), i, kv) {
-		size_t kl, vl;
-		char *k = sl__etcd_unb64(json_object_get(kv, "key"), &kl);
-		/* The gateway leaves an empty value out. */
-		json_t *jv = json_object_get(kv, "value");
-		char *v = jv ? sl__etcd_unb64(jv, &vl) : strdup("");
-		int64_t mrev = 0;
-
-		if (!jv)
-			vl = 0;
-		sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &mrev);
-		if (k && v)
-			note_key(b, base, k, false, v, vl, mrev);
-		free(k);
-		free(v);
-	}
+	sl__coord_each_kv(json_object_get(resp, "kvs"), budget_kv, b);
 	b->dirty = true;
 	b->next = c->led;
 	c->led = b;
