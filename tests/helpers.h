@@ -192,6 +192,21 @@ static inline uint64_t rng_next(uint64_t *state)
 	return x * UINT64_C(2685821657736338717);
 }
 
+/* rng_next() below @n (0 for 0). */
+static inline uint64_t rng_below(uint64_t *s, uint64_t n)
+{
+	return n ? rng_next(s) % n : 0;
+}
+
+/* Check logs every ck_assert it passes (a write per call): random rounds
+ * that check thousands of facts call this instead, which aborts only on
+ * failure. */
+#define REQUIRE(cond, ...)                                                                         \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			ck_abort_msg(__VA_ARGS__);                                                 \
+	} while (0)
+
 /* Uniform-ish in [lo, hi]. */
 static inline uint64_t rng_range(uint64_t *state, uint64_t lo, uint64_t hi)
 {

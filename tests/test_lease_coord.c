@@ -24,21 +24,9 @@
 
 typedef unsigned __int128 u128;
 
-/* Check logs every ck_assert it passes: the random rounds check thousands
- * of facts each, so they call it only on failure. */
-#define REQUIRE(cond, ...)                                                                         \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			ck_abort_msg(__VA_ARGS__);                                                 \
-	} while (0)
 
 static _Alignas(struct sl__lease_alloc_in) unsigned char
 	scratch[MAXN * (2 * sizeof(uint64_t) + sizeof(struct sl__lease_alloc_in))];
-
-static uint64_t rng_below(uint64_t *s, uint64_t n)
-{
-	return n ? rng_next(s) % n : 0;
-}
 
 static uint64_t max_u(uint64_t a, uint64_t b)
 {
