@@ -31,6 +31,8 @@
 /* A txn carries at most this many operations (etcd's --max-txn-ops, 128 by
  * default), the compares apart. */
 #define TXN_OPS 126
+/* Raises acknowledged in one txn: two puts and a compare each at most. */
+#define RAISES_PER_TXN 60
 
 /* ---- JSON and txn helpers ------------------------------------------------ */
 
@@ -640,35 +642,61 @@ static void send_reports(struct sl__coord_node *c, struct round *r)
 
 /* No lock: a report that acknowledges a raise, alone, comparing the
  * grant's revision with the one it was decided on. */
-static int send_raise(struct sl__coord_node *c, const struct cwrite *w, int64_t session)
+/* Append @w's writes (its report, its member key's floor if it moves)
+ * and the compare of the grant it was decided on to @ops and @cmp. */
+static int raise_ops(struct sl__coord_node *c, const struct cwrite *w, int64_t session,
+		     json_t *ops, json_t *cmp)
 {
-	char key[SL__ETCD_KEY_MAX], gkey[SL__ETCD_KEY_MAX], *v;
-	bool ok = false;
-	int rc;
-
-	json_t *ops;
+	char key[SL__ETCD_KEY_MAX], *v;
 
 	v = rep_json(w->held, w->usage, w->demand, session);
 	if (!v)
 		return -ENOMEM;
 	sl__etcd_key(c->st, key, w->budget, "rep", w->id);
-	grants_key(c, gkey, w->id);
-	ops = json_pack("[o]", sl__coord_op_put(key, v, session));
+	json_array_append_new(ops, sl__coord_op_put(key, v, session));
 	free(v);
-	if (ops && w->mfloor) {
+	if (w->mfloor) {
 		char mv[48];
 
 		snprintf(mv, sizeof(mv), "{\"floor\":\"%llu\"}", (unsigned long long)w->floor);
 		sl__etcd_key(c->st, key, w->budget, "member", w->id);
 		json_array_append_new(ops, sl__coord_op_put(key, mv, 0));
 	}
-	rc = sl__coord_txn(&c->conn,
-			   json_pack("[o]", sl__coord_cmp(gkey, "MOD", "mod_revision", "EQUAL",
-							  w->g_rev)),
-			   ops, &ok, NULL, NULL);
-	if (rc)
-		return rc;
-	return ok ? 0 : -EAGAIN;
+	grants_key(c, key, w->id);
+	json_array_append_new(cmp, sl__coord_cmp(key, "MOD", "mod_revision", "EQUAL", w->g_rev));
+	return 0;
+}
+
+/* Send the writes @w[0..n) that acknowledge raises: one txn, each with the
+ * compare of its grant; a txn that fails (a grant moved) is sent again one
+ * write at a time, so that one moved grant holds back no other. */
+static void send_raises(struct sl__coord_node *c, struct cwrite **w, size_t n, int64_t session)
+{
+	json_t *ops = json_array(), *cmp = json_array();
+	bool ok = false;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < n && ops && cmp && !rc; i++)
+		rc = raise_ops(c, w[i], session, ops, cmp);
+	if (rc) {
+		json_decref(ops);
+		json_decref(cmp);
+	} else {
+		/* NULL arrays: sl__coord_txn() answers -ENOMEM. */
+		rc = sl__coord_txn(&c->conn, cmp, ops, &ok, NULL, NULL);
+	}
+	if (!rc && ok) {
+		for (i = 0; i < n; i++)
+			w[i]->rc = 0;
+		return;
+	}
+	if (n == 1) {
+		w[0]->rc = rc ? rc : -EAGAIN;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		send_raises(c, &w[i], 1, session);
 }
 
 /*
@@ -950,11 +978,18 @@ int sl__coord_run(sl_lease_store *s)
 		/* 4. The store calls, with no lock a join, leave or stats takes. */
 		if (r.session) {
 			send_reports(c, &r);
+			struct cwrite *raises[RAISES_PER_TXN];
+			size_t nr = 0;
+
 			for (i = 0; i < r.n; i++) {
 				if (r.w[i].claim)
 					r.w[i].rc = join_compare(c, &r.w[i], r.session);
 				else if (r.w[i].raise)
-					r.w[i].rc = send_raise(c, &r.w[i], r.session);
+					raises[nr++] = &r.w[i];
+				if (nr == RAISES_PER_TXN || (nr && i + 1 == r.n)) {
+					send_raises(c, raises, nr, r.session);
+					nr = 0;
+				}
 			}
 			sl__coord_lead(c, sl__lease_now_ns(), r.budgets, r.nb, r.session);
 		}
