@@ -501,9 +501,14 @@ static char *rep_json(uint64_t held, uint64_t usage, uint64_t demand, int64_t se
 
 /* Under s->lock: register @l in this session: claim what the store counts
  * for us already, or our usage if more (from room, by a compare). */
-static void lease_register(struct sl_lease *l, const struct sl__cgrant *g, struct round *r)
+static void lease_register(struct sl_lease *l, struct round *r)
 {
-	uint64_t base = max_u64(g->present ? g->floor : 0, l->c_mfloor), cnt, claim;
+	/* What the store counts for us whatever our grant says: the floor
+	 * our member key acknowledges.  Not the grant's floor: the grant we
+	 * last saw may be stale and of an older session, and a coordinator
+	 * may have cut it since (proof/coord.pml's gap-coord-rejoin-grant-
+	 * floor: a claim of that floor counted past max). */
+	uint64_t base = l->c_mfloor, cnt, claim;
 
 	sl__lease_group_read(l->g, &cnt, NULL);
 	/* Lower first: from here the group holds at most the claim. */
@@ -530,7 +535,7 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct roun
 	if (g.present)
 		l->blim = g.lim;
 	if (l->c_session != c->session) {
-		lease_register(l, &g, r);
+		lease_register(l, r);
 		return;
 	}
 	x.applied = l->applied;
