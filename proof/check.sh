@@ -105,10 +105,10 @@ cases=(
 	"mutant-coord-raise-first|coord|$coord -DMUTANT_RAISE_FIRST|fail|||-DBFS"
 	"mutant-coord-cut-no-rrev|coord|$coord -DMUTANT_CUT_NO_RREV|fail|||-DBFS"
 	"mutant-coord-fence-grant-floor|coord|$coord -DMUTANT_FENCE_GRANT_FLOOR|fail|||-DBFS"
-	# A gap of the C code, not a mutant: lease_register() claims the
-	# floor of the grant it knows, which may have been rewritten since,
-	# without a compare (proof/README.md).
-	"gap-coord-rejoin-grant-floor|coord|-DPLANS=3 -DDEPOSES=0 -DREJOIN_GRANT_FLOOR|fail|||-DBFS"
+	# The bug this model found in lease_register() (fixed in a991cfb):
+	# a rejoin claimed the floor of the grant it knew, which may have
+	# been rewritten since, without a compare.
+	"mutant-coord-rejoin-grant-floor|coord|-DPLANS=3 -DDEPOSES=0 -DREJOIN_GRANT_FLOOR|fail|||-DBFS"
 )
 # The crash and the stop: tens of millions of states each, more than this
 # run's budget; SL_PROOF_LEASE_BIG=1 adds them.

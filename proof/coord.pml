@@ -87,7 +87,10 @@
  *   MUTANT_MFLOOR_NO_CMP  a raised member floor is written without the
  *                         grant compare (with the batched reports)
  *   MUTANT_MFLOOR_ACK_FIRST  a lowered floor is written to the member key
- *                         before the node fences to it
+ *                         before the node fences to it (passes: not a
+ *                         hole, proof/README.md; not in check.sh)
+ *   REJOIN_GRANT_FLOOR    a rejoin claims its known grant's floor too (the
+ *                         C code before a991cfb): must fail
  *
  * Left out: the allocator, joins (a claim above the base), leaves and
  * member removal, limits changes, decentralized records in the same
@@ -346,9 +349,9 @@ end:	do
 		/* lease_register(): a new session, claiming its base */
 		sess[i]++;
 #ifdef REJOIN_GRANT_FLOOR
-		/* as store_etcd_coord.c's lease_register() has it: the
-		 * floor of the grant it knows too (a gap: that grant may
-		 * have been rewritten since, and the claim compares
+		/* as store_etcd_coord.c's lease_register() had it before
+		 * a991cfb: the floor of the grant it knows too (that grant
+		 * may have been rewritten since, and the claim compares
 		 * nothing) */
 		b = MAXOF((kg_s[i] != 0 -> kg_f[i] : 0), mfl[i]);
 #else
