@@ -101,16 +101,6 @@ struct sim {
 	uint64_t over, over_counted, over_usage;
 };
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-static uint64_t max_u64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
 static struct lease *at(const struct sim *s, int b, int i)
 {
 	return &s->l[(size_t)b * (size_t)s->n + (size_t)i];

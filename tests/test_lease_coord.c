@@ -28,16 +28,6 @@ typedef unsigned __int128 u128;
 static _Alignas(struct sl__lease_alloc_in) unsigned char
 	scratch[MAXN * (2 * sizeof(uint64_t) + sizeof(struct sl__lease_alloc_in))];
 
-static uint64_t max_u(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
-static uint64_t min_u(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 static bool current(const struct sl__coord_member *m)
 {
 	return m->granted && m->grant_current;
@@ -160,7 +150,7 @@ static size_t plan_checked(const struct sl__coord_budget *b, struct sl__coord_me
 		if (current(x) && x->g_held > t[i] && (x->g_held - t[i] > b->dead_band || !t[i]))
 			REQUIRE(x->held == t[i], "member %zu: shrink %llu -> %llu not planned", i,
 				(unsigned long long)x->g_held, (unsigned long long)t[i]);
-		REQUIRE(x->held <= max_u(t[i], current(x) ? x->g_held : 0),
+		REQUIRE(x->held <= max_u64(t[i], current(x) ? x->g_held : 0),
 			"member %zu grows past its target", i);
 	}
 	REQUIRE(count == writes, "%zu writes returned, %zu marked", writes, count);
@@ -364,7 +354,7 @@ static size_t random_budget(uint64_t *s, struct sl__coord_budget *b, struct sl__
 		x->reported = rng_below(s, 6) != 0;
 		if (x->granted) {
 			x->g_held = value(s, scale);
-			x->g_floor = rng_below(s, 8) ? min_u(value(s, scale), x->g_held) : value(s, scale);
+			x->g_floor = rng_below(s, 8) ? min_u64(value(s, scale), x->g_held) : value(s, scale);
 		}
 		if (x->reported) {
 			x->r_held = rng_below(s, 2) ? x->g_held : value(s, scale);
@@ -416,8 +406,8 @@ START_TEST(members_that_ack_reach_their_targets_in_a_few_plans)
 				uint64_t d = rng_below(&s, 6 * (b.dead_band % (UINT64_MAX / 8)) + 1);
 
 				if (m[i].reported)
-					m[i].demand = rng_below(&s, 2) ? m[i].held - min_u(d, m[i].held)
-									: m[i].held + min_u(d, UINT64_MAX - m[i].held);
+					m[i].demand = rng_below(&s, 2) ? m[i].held - min_u64(d, m[i].held)
+									: m[i].held + min_u64(d, UINT64_MAX - m[i].held);
 			}
 		}
 		targets(&b, m, n, t);
@@ -429,7 +419,7 @@ START_TEST(members_that_ack_reach_their_targets_in_a_few_plans)
 		for (size_t i = 0; i < n; i++) {
 			if (!m[i].reported)
 				continue;
-			REQUIRE(max_u(m[i].held, t[i]) - min_u(m[i].held, t[i]) <= b.dead_band,
+			REQUIRE(max_u64(m[i].held, t[i]) - min_u64(m[i].held, t[i]) <= b.dead_band,
 				"round %d: member %zu at %llu after %d plans, target %llu, band %llu",
 				round, i, (unsigned long long)m[i].held, plans,
 				(unsigned long long)t[i], (unsigned long long)b.dead_band);

@@ -20,21 +20,6 @@
 
 #include "alloc.h"
 
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static uint64_t max_u64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 /* Each participant's bounds for one water-filling: at least lo, at most hi. */
 struct bounds {
 	const struct sl__lease_alloc_in *in;
@@ -164,11 +149,11 @@ uint64_t sl__lease_demand(uint64_t share, uint64_t usage, uint64_t floor, uint64
 	} else if (evicted || refaulted) {
 		/* Pressed at its share: ask for a quarter more, or for what it
 		 * lost if that is more, so a burst is met within a period. */
-		want = add_sat(share, max_u64(share / 4, add_sat(evicted, refaulted)));
+		want = sat_add(share, max_u64(share / 4, sat_add(evicted, refaulted)));
 	} else {
 		/* Neither idle nor pressed: what it uses, and a little room so
 		 * that growth shows as evictions only when it is real. */
-		want = add_sat(usage, usage / 16);
+		want = sat_add(usage, usage / 16);
 	}
 	return max_u64(min_u64(want, budget_max), floor);
 }
@@ -206,7 +191,7 @@ void sl__lease_reuse_fold(struct sl__lease_reuse *r, uint64_t reused, uint64_t r
 
 uint64_t sl__lease_horizon(const struct sl__lease_reuse *r, uint64_t idle_limit_ms)
 {
-	uint64_t h = max_u64(add_sat(r->horizon_ms, r->horizon_ms), SL__LEASE_HORIZON_MIN_MS);
+	uint64_t h = max_u64(sat_add(r->horizon_ms, r->horizon_ms), SL__LEASE_HORIZON_MIN_MS);
 
 	return min_u64(h, idle_limit_ms);
 }
@@ -215,7 +200,7 @@ uint64_t sl__lease_demand_reuse(struct sl__lease_reuse *r, uint64_t share, uint6
 				uint64_t floor, uint64_t budget_max, uint64_t idle_ms,
 				uint64_t idle_limit_ms, uint64_t evicted, uint64_t refaulted)
 {
-	uint64_t live = r->live, want = add_sat(live, live / 8);
+	uint64_t live = r->live, want = sat_add(live, live / 8);
 	/* Dead memory goes back an eighth a period, of what it used or last
 	 * asked for, whichever is less: the room given back is spread over
 	 * everyone as headroom, and what a dead cache gets back of it must
@@ -237,10 +222,10 @@ uint64_t sl__lease_demand_reuse(struct sl__lease_reuse *r, uint64_t share, uint6
 	 * hold its share all that time.  It asks four times what it lost, up
 	 * to a quarter of its share. */
 	if (pressed && min_u64(live, r->flow) >= usage / 3) {
-		uint64_t lost = add_sat(pressed, refaulted);
+		uint64_t lost = sat_add(pressed, refaulted);
 		uint64_t more = lost > UINT64_MAX / 4 ? UINT64_MAX : lost * 4;
 
-		want = max_u64(want, add_sat(share, min_u64(share / 4, more)));
+		want = max_u64(want, sat_add(share, min_u64(share / 4, more)));
 	}
 	/* A cache filling asks for room to go on filling as fast for a few
 	 * periods more: after a shift of load, reuse shows late (a key is read
@@ -249,7 +234,7 @@ uint64_t sl__lease_demand_reuse(struct sl__lease_reuse *r, uint64_t share, uint6
 	if (r->asked && usage > r->used) {
 		uint64_t grew = usage - r->used, n = SL__LEASE_GROW_PERIODS;
 
-		want = max_u64(want, add_sat(usage, grew > UINT64_MAX / n ? UINT64_MAX : grew * n));
+		want = max_u64(want, sat_add(usage, grew > UINT64_MAX / n ? UINT64_MAX : grew * n));
 	}
 	/* Past the horizon nothing in the tail is read again: an eighth goes,
 	 * even where the flow (which lags by its smoothing) says it is live. */

@@ -11,6 +11,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The lease code's arithmetic on units: no sum wraps, it saturates. */
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static inline uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static inline uint64_t sat_sub(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
 struct sl__lease_alloc_in {
 	uint64_t demand;   /* units the participant asks for                          */
 	uint64_t floor;    /* it gets at least this (floors sum to at most the budget) */

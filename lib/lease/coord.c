@@ -25,26 +25,6 @@
 #include "alloc.h"
 #include "coord.h"
 
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static uint64_t sub_sat(uint64_t a, uint64_t b)
-{
-	return a > b ? a - b : 0;
-}
-
-static uint64_t max_u64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 /* The grant is for the session the member reports under. */
 static bool current(const struct sl__coord_member *m)
 {
@@ -113,12 +93,12 @@ static struct tally tally(const struct sl__coord_budget *b, const struct sl__coo
 		uint64_t base = sl__coord_counted(&m[i]), after;
 
 		if (!m[i].reported) {
-			s.counted = add_sat(s.counted, base);
+			s.counted = sat_add(s.counted, base);
 			continue;
 		}
 		after = max_u64(wanted(&m[i], tgt[k++], b->dead_band, force), own(&m[i]));
-		s.counted = add_sat(s.counted, min_u64(after, base));
-		s.wants = add_sat(s.wants, sub_sat(after, base));
+		s.counted = sat_add(s.counted, min_u64(after, base));
+		s.wants = sat_add(s.wants, sat_sub(after, base));
 	}
 	return s;
 }
@@ -144,7 +124,7 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 		if (m[i].reported)
 			nrep++;
 		else
-			avail = sub_sat(avail, sl__coord_counted(&m[i]));
+			avail = sat_sub(avail, sl__coord_counted(&m[i]));
 	}
 	ft = nrep ? b->min / nrep : 0;
 	for (i = 0, k = 0; i < n; i++) {
@@ -162,7 +142,7 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 	 * written again and again.  A member whose demand rises is granted
 	 * the room in its coordinator's next plan. */
 	for (k = 0; k < nrep; k++) {
-		uint64_t cap = max_u64(add_sat(in[k].demand, in[k].demand / 8), in[k].floor);
+		uint64_t cap = max_u64(sat_add(in[k].demand, in[k].demand / 8), in[k].floor);
 
 		if (tgt[k] > cap)
 			tgt[k] = cap;
@@ -171,11 +151,11 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 	/* 2, 3: the room; the dead band gives way when a grower or the
 	 * budget needs what it holds back. */
 	s = tally(b, m, n, tgt, false);
-	room = sub_sat(b->max, s.counted);
+	room = sat_sub(b->max, s.counted);
 	if (s.counted > b->max || s.wants > room) {
 		force = true;
 		s = tally(b, m, n, tgt, true);
-		room = sub_sat(b->max, s.counted);
+		room = sat_sub(b->max, s.counted);
 	}
 
 	/* 4: the room, max-min over what the growers want (0 each when it is
@@ -213,7 +193,7 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 		if (max_u64(w, own(x)) > base) {
 			/* The allocator spreads room nobody asked for over
 			 * all: a grower takes only what it asked for. */
-			h = min_u64(w, add_sat(base, min_u64(give[j], in[j].demand)));
+			h = min_u64(w, sat_add(base, min_u64(give[j], in[j].demand)));
 			j++;
 			/* Part of a grow, within the dead band: not worth a
 			 * write; the room stays free for the next plan. */

@@ -121,21 +121,6 @@ struct sl_lease {
 	struct sl_lease *gnext; /* leased */
 };
 
-static inline uint64_t min_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-static inline uint64_t max_u64(uint64_t a, uint64_t b)
-{
-	return a > b ? a : b;
-}
-
-static inline uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	return a + b < a ? UINT64_MAX : a + b;
-}
-
 static inline const struct sl__lease_rec *find_rec(const struct sl__lease_view *v, const char *id)
 {
 	size_t i;
