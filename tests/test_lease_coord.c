@@ -578,6 +578,160 @@ START_TEST(nodes_and_a_coordinator_never_take_the_same_room)
 }
 END_TEST
 
+/* ---- pacing (coord.h) ---------------------------------------------------- */
+
+#define MS INT64_C(1000000)
+
+START_TEST(a_pace_grows_on_fast_rounds_and_backs_off_on_slow_ones)
+{
+	struct sl__coord_pace p = { 0, 0, 0 };
+	int64_t now = 1000 * MS, period = 250 * MS, cap = 4000 * MS, gap;
+	int i;
+
+	ck_assert(sl__coord_pace_due(&p, 0));
+	ck_assert_uint_eq(p.window, SL__PACE_WINDOW_START);
+	ck_assert_int_eq(p.gap_ns, 0);
+	/* Fast rounds: the window doubles, up to its most, and no gap. */
+	for (i = 0; i < 20; i++) {
+		uint32_t w = p.window;
+
+		sl__coord_pace_done(&p, now, 5 * MS, false, period, cap, (uint64_t)i * 7919);
+		ck_assert_uint_eq(p.window, w * 2 > SL__PACE_WINDOW_MAX ? SL__PACE_WINDOW_MAX : w * 2);
+		ck_assert_int_eq(p.gap_ns, 0);
+		ck_assert(sl__coord_pace_due(&p, now));
+	}
+	/* Between fast and slow: held. */
+	sl__coord_pace_done(&p, now, 200 * MS, false, period, cap, 1);
+	ck_assert_uint_eq(p.window, SL__PACE_WINDOW_MAX);
+	/* Slow rounds halve it to its least; then the gap doubles from a
+	 * quarter period to the cap, and the next round waits it (spread by
+	 * up to a quarter). */
+	while (p.window > SL__PACE_WINDOW_MIN) {
+		uint32_t w = p.window;
+
+		sl__coord_pace_done(&p, now, 500 * MS, false, period, cap, 3);
+		ck_assert_uint_eq(p.window, w / 2 < SL__PACE_WINDOW_MIN ? SL__PACE_WINDOW_MIN : w / 2);
+		ck_assert_int_eq(p.gap_ns, 0);
+	}
+	gap = period / 4;
+	for (i = 0; i < 10; i++) {
+		sl__coord_pace_done(&p, now, 0, true /* failed */, period, cap, (uint64_t)i * 104729);
+		ck_assert_int_eq(p.gap_ns, gap < cap ? gap : cap);
+		ck_assert_int_ge(p.next_ns, now + p.gap_ns);
+		ck_assert_int_le(p.next_ns, now + p.gap_ns + p.gap_ns / 4);
+		ck_assert(!sl__coord_pace_due(&p, now + p.gap_ns - 1));
+		ck_assert(sl__coord_pace_due(&p, p.next_ns));
+		gap *= 2;
+	}
+	ck_assert_uint_eq(p.window, SL__PACE_WINDOW_MIN);
+	/* Fast again: the gap halves to nothing first, then the window grows. */
+	for (i = 0; p.gap_ns; i++) {
+		int64_t g = p.gap_ns;
+
+		sl__coord_pace_done(&p, now, 5 * MS, false, period, cap, 5);
+		ck_assert_int_eq(p.gap_ns, g / 2 >= period / 4 ? g / 2 : 0);
+		ck_assert_uint_eq(p.window, SL__PACE_WINDOW_MIN);
+		ck_assert_int_lt(i, 16);
+	}
+	sl__coord_pace_done(&p, now, 5 * MS, false, period, cap, 5);
+	ck_assert_uint_eq(p.window, 2 * SL__PACE_WINDOW_MIN);
+	/* Slowed to a gap of 500 ms, then quiet for 750 ms past it: the gap
+	 * halves for each gap it was quiet (500, then 250), to 125 ms. */
+	for (i = 0; i < 5; i++)
+		sl__coord_pace_done(&p, now, 0, true, period, cap, 0);
+	ck_assert_uint_eq(p.window, SL__PACE_WINDOW_MIN);
+	ck_assert_int_eq(p.gap_ns, 500 * MS);
+	ck_assert(!sl__coord_pace_due(&p, now + 499 * MS));
+	ck_assert_int_eq(p.gap_ns, 500 * MS);
+	ck_assert(sl__coord_pace_due(&p, p.next_ns + 750 * MS));
+	ck_assert_int_eq(p.gap_ns, 125 * MS);
+}
+END_TEST
+
+/*
+ * A fleet of writers on one store that applies C operations a second in
+ * order: a write's latency is the store's backlog when it is sent plus its
+ * own operations.  However many start at once, the paced writers keep the
+ * backlog under the second past which etcd's leader fails keepalives (after
+ * the first rounds, which no writer can know of), and every writer's work
+ * is done.
+ */
+static void fleet(size_t n, uint64_t work, double ops_per_s, double *worst_backlog_s,
+		  double *end_s)
+{
+	struct w {
+		struct sl__coord_pace p;
+		uint64_t left;  /* operations not sent yet                        */
+		bool waiting;   /* a write is in flight                           */
+		bool finished;
+		int64_t at;     /* its next event: a send, or the answer          */
+		int64_t sent;
+	} *ws = calloc(n, sizeof(*ws));
+	int64_t store_free = 0, period = 250 * MS, cap = 4750 * MS;
+	uint64_t rnd = 88172645463325252ull;
+	size_t i, busy = n;
+
+	ck_assert_ptr_nonnull(ws);
+	*worst_backlog_s = 0;
+	*end_s = 0;
+	for (i = 0; i < n; i++) {
+		ws[i].left = work;
+		ws[i].at = (int64_t)(i % 1000) * MS; /* they start within a second */
+	}
+	while (busy) {
+		struct w *x = NULL;
+
+		for (i = 0; i < n; i++)
+			if (!ws[i].finished && (!x || ws[i].at < x->at))
+				x = &ws[i];
+		if (x->waiting) {
+			/* The answer. */
+			x->waiting = false;
+			rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+			sl__coord_pace_done(&x->p, x->at, x->at - x->sent, false, period, cap, rnd);
+			if (!x->left) {
+				x->finished = true;
+				busy--;
+				if ((double)x->at / 1e9 > *end_s)
+					*end_s = (double)x->at / 1e9;
+			} else if (x->p.next_ns > x->at) {
+				x->at = x->p.next_ns;
+			}
+		} else {
+			/* A write of at most the window. */
+			uint64_t k;
+			int64_t start;
+
+			ck_assert(sl__coord_pace_due(&x->p, x->at));
+			k = x->left < x->p.window ? x->left : x->p.window;
+			start = store_free > x->at ? store_free : x->at;
+			if (x->at > 5000 * MS && (double)(start - x->at) / 1e9 > *worst_backlog_s)
+				*worst_backlog_s = (double)(start - x->at) / 1e9;
+			store_free = start + (int64_t)((double)k / ops_per_s * 1e9);
+			x->left -= k;
+			x->sent = x->at;
+			x->at = store_free;
+			x->waiting = true;
+		}
+	}
+	free(ws);
+}
+
+START_TEST(paced_writers_keep_the_store_under_a_second_behind)
+{
+	double worst, end;
+
+	/* A thousand nodes joining a hundred budgets (three writes each) on
+	 * a store that applies 5,000 operations a second: 60 s of work. */
+	fleet(1000, 300, 5000, &worst, &end);
+	ck_assert_msg(worst < 1.0, "the store fell %.2f s behind", worst);
+	ck_assert_msg(end < 60 * 1.5, "the work took %.1f s, not about 60", end);
+	/* One node alone: its window opens and it is done in a few rounds. */
+	fleet(1, 300, 5000, &worst, &end);
+	ck_assert_msg(end < 1.0, "one node took %.2f s", end);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lease_coord");
@@ -595,6 +749,8 @@ int main(void)
 	tcase_add_test(tc, a_plan_is_a_function_of_its_input);
 	tcase_add_test(tc, a_node_cuts_at_once_and_raises_after_its_report);
 	tcase_add_test(tc, nodes_and_a_coordinator_never_take_the_same_room);
+	tcase_add_test(tc, a_pace_grows_on_fast_rounds_and_backs_off_on_slow_ones);
+	tcase_add_test(tc, paced_writers_keep_the_store_under_a_second_behind);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

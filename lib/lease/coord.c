@@ -229,3 +229,55 @@ bool sl__coord_lease_report(const struct sl__coord_lease *x, uint64_t held, uint
 
 	return held != x->rep_held || moved > max_u64(x->applied / 8, 1);
 }
+
+/* ---- pacing -------------------------------------------------------------- */
+
+bool sl__coord_pace_due(struct sl__coord_pace *p, int64_t now)
+{
+	if (!p->window) {
+		p->window = SL__PACE_WINDOW_START;
+		p->gap_ns = 0;
+		p->next_ns = 0;
+	}
+	if (now < p->next_ns)
+		return false;
+	/* A writer quiet for longer than its gap learnt nothing since: what
+	 * slowed it may have passed.  Its gap halves for each gap it was
+	 * quiet (a node that wrote the last of its joins under load is not
+	 * slowed by it for its next report). */
+	if (p->gap_ns > 0) {
+		int64_t idle = now - p->next_ns;
+
+		while (p->gap_ns > 0 && idle >= p->gap_ns) {
+			idle -= p->gap_ns;
+			p->gap_ns /= 2;
+		}
+	}
+	return true;
+}
+
+void sl__coord_pace_done(struct sl__coord_pace *p, int64_t now, int64_t lat_ns, bool failed,
+			 int64_t period_ns, int64_t cap_ns, uint64_t rnd)
+{
+	int64_t first = period_ns / 4 > 0 ? period_ns / 4 : 1;
+
+	if (!p->window)
+		p->window = SL__PACE_WINDOW_START;
+	if (failed || lat_ns > SL__PACE_SLOW_NS) {
+		if (p->window > SL__PACE_WINDOW_MIN)
+			p->window = p->window / 2 > SL__PACE_WINDOW_MIN ? p->window / 2
+									 : SL__PACE_WINDOW_MIN;
+		else
+			p->gap_ns = p->gap_ns ? p->gap_ns * 2 : first;
+	} else if (lat_ns < SL__PACE_FAST_NS) {
+		if (p->gap_ns)
+			p->gap_ns = p->gap_ns / 2 >= first ? p->gap_ns / 2 : 0;
+		else if (p->window < SL__PACE_WINDOW_MAX)
+			p->window *= 2;
+	}
+	if (cap_ns > 0 && p->gap_ns > cap_ns)
+		p->gap_ns = cap_ns;
+	/* Spread by up to a quarter, so that writers slowed together do not
+	 * come back together. */
+	p->next_ns = now + p->gap_ns + (p->gap_ns >= 4 ? (int64_t)(rnd % (uint64_t)(p->gap_ns / 4)) : 0);
+}

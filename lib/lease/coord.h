@@ -112,4 +112,40 @@ uint64_t sl__coord_lease_held(uint64_t target, uint64_t usage, uint64_t rep_held
  * more than an eighth of the share (at least 1)? */
 bool sl__coord_lease_report(const struct sl__coord_lease *x, uint64_t held, uint64_t demand);
 
+/*
+ * Pacing of a writer's store writes (a node's reports, or the grants of the
+ * budgets it leads), by the latency etcd answers with.  etcd applies every
+ * write on every member, and a leader that is more than a second behind in
+ * applying answers every keepalive "unavailable": a thousand nodes sending
+ * a full transaction each at once are twenty seconds of apply on a small
+ * cluster, and every session runs out.  So a writer sends at most a window
+ * of operations a round, and waits a gap between rounds: the window starts
+ * small and doubles while the slowest write of a round answers fast; a slow
+ * one (or a failed call) halves it, and once it is at its least, doubles
+ * the gap instead.  Each writer follows its own latency, which every writer
+ * of the cluster shares: together they keep etcd's backlog near the target.
+ */
+#define SL__PACE_WINDOW_MIN 4u    /* operations a round, at the least        */
+#define SL__PACE_WINDOW_START 4u
+#define SL__PACE_WINDOW_MAX 8192u
+#define SL__PACE_FAST_NS INT64_C(100000000) /* under: a round was fast         */
+#define SL__PACE_SLOW_NS INT64_C(300000000) /* over: a round was slow          */
+
+struct sl__coord_pace {
+	uint32_t window;  /* operations the next round may write (0: not set up)  */
+	int64_t gap_ns;   /* waited after a round before the next may write      */
+	int64_t next_ns;  /* the next round may write from then                  */
+};
+
+/* May a round write at @now?  (An uninitialised pace is set up first; a
+ * writer quiet for longer than its gap has it halved for each gap.) */
+bool sl__coord_pace_due(struct sl__coord_pace *p, int64_t now);
+
+/* A round that wrote ended at @now, its slowest write having taken @lat_ns
+ * (@failed: a call failed, not a compare: taken as slow).  @period_ns
+ * is the first gap, @cap_ns the longest; @rnd spreads the writers' gaps
+ * (by up to a quarter). */
+void sl__coord_pace_done(struct sl__coord_pace *p, int64_t now, int64_t lat_ns, bool failed,
+			 int64_t period_ns, int64_t cap_ns, uint64_t rnd);
+
 #endif /* SL_LEASE_COORD_H */

@@ -90,6 +90,37 @@ int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok
 	return 0;
 }
 
+int sl__coord_wtxn(struct sl__coord_node *c, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
+		   json_t **resp)
+{
+	int64_t t0 = sl__lease_now_ns(), dt;
+	int rc = sl__coord_txn(&c->conn, cmp, ops, ok, rev, resp);
+
+	dt = sl__lease_now_ns() - t0;
+	if (dt > c->lat_ns)
+		c->lat_ns = dt;
+	if (rc && rc != -ENOMEM)
+		c->lat_failed = true;
+	return rc;
+}
+
+void sl__coord_pace_begin(struct sl__coord_node *c)
+{
+	c->lat_ns = -1;
+	c->lat_failed = false;
+}
+
+void sl__coord_pace_end(struct sl__coord_node *c, struct sl__coord_pace *p)
+{
+	int64_t cap = ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS / 2;
+
+	if (c->lat_ns < 0 && !c->lat_failed)
+		return; /* nothing written: nothing learnt */
+	c->rnd = c->rnd * 6364136223846793005ull + 1442695040888963407ull;
+	sl__coord_pace_done(p, sl__lease_now_ns(), c->lat_ns, c->lat_failed,
+			    (int64_t)c->period_ms * NS_PER_MS, cap, c->rnd >> 16);
+}
+
 static int get_i64(json_t *o, const char *f, int64_t *out)
 {
 	uint64_t v;
@@ -436,6 +467,7 @@ struct cwrite {
 	uint64_t base;           /* claims: what the store counts for us already  */
 	bool member;             /* the member key is to be written too            */
 	bool claim;              /* a claim (join_compare()), not a batched report */
+	bool limits;             /* a read of the budget's limits, not a write      */
 	bool raise;              /* it acknowledges a raise: sent alone, comparing  */
 	int64_t g_rev;           /* the revision of the grant it saw               */
 	bool mfloor;             /* the member key's floor changes to floor         */
@@ -508,15 +540,32 @@ static void lease_register(struct sl_lease *l, struct round *r)
 	 * last saw may be stale and of an older session, and a coordinator
 	 * may have cut it since (proof/coord.pml's gap-coord-rejoin-grant-
 	 * floor: a claim of that floor counted past max). */
-	uint64_t base = l->c_mfloor, cnt, claim;
+	uint64_t base = l->c_mfloor, cnt, ev, claim, demand;
+	struct cwrite *w;
 
-	sl__lease_group_read(l->g, &cnt, NULL);
+	if (!l->c_lim) {
+		/* The budget's limits first (read_limits()): a join then
+		 * reports what it asks for, and its first grant is its share,
+		 * not one for no demand followed by another. */
+		w = round_add(r);
+		if (!w) {
+			l->counts.store_errors++;
+			return;
+		}
+		w->num = l->c_num;
+		w->limits = true;
+		snprintf(w->budget, sizeof(w->budget), "%s", l->budget);
+		return;
+	}
+	sl__lease_group_read(l->g, &cnt, &ev);
 	/* Lower first: from here the group holds at most the claim. */
 	if (l->applied > max_u64(base, cnt))
 		sl__lease_apply(l, max_u64(base, cnt));
 	sl__lease_group_read(l->g, &cnt, NULL);
 	claim = max_u64(base, cnt);
-	if (queue(r, l, claim, cnt, claim, claim > base, base))
+	demand = max_u64(sl__lease_my_demand(l, cnt, ev, l->blim.max), claim);
+	l->demand = demand;
+	if (queue(r, l, claim, cnt, demand, claim > base, base))
 		l->counts.store_errors++;
 }
 
@@ -609,7 +658,7 @@ static void send_reports(struct sl__coord_node *c, struct round *r)
 			struct cwrite *w = &r->w[i];
 			char key[SL__ETCD_KEY_MAX], *v;
 
-			if (w->claim || w->raise)
+			if (w->claim || w->raise || w->limits)
 				continue;
 			v = rep_json(w->held, w->usage, w->demand, r->session);
 			if (!v || !ops)
@@ -629,20 +678,67 @@ static void send_reports(struct sl__coord_node *c, struct round *r)
 			}
 		}
 		if (k)
-			rc = sl__coord_txn(&c->conn, json_array(), ops, &ok, NULL, NULL);
+			rc = sl__coord_wtxn(c, json_array(), ops, &ok, NULL, NULL);
 		else
 			json_decref(ops);
 		if (rc == 0 && !ok)
 			rc = -EIO;
 		for (; first < i; first++)
-			if (!r->w[first].claim && !r->w[first].raise)
+			if (!r->w[first].claim && !r->w[first].raise && !r->w[first].limits)
 				r->w[first].rc = k ? rc : 0;
 		if (k && rc)
 			break;
 	}
 	for (; i < r->n; i++)
-		if (!r->w[i].claim && !r->w[i].raise)
+		if (!r->w[i].claim && !r->w[i].raise && !r->w[i].limits)
 			r->w[i].rc = -EAGAIN; /* not sent: again next round */
+}
+
+/* No lock: the limits of the budgets of the round's joins, read in txns of
+ * ranges (a read: no write for etcd to apply). */
+static void read_limits(struct sl__coord_node *c, struct round *r)
+{
+	size_t i = 0;
+
+	while (i < r->n) {
+		json_t *ops = json_array(), *resp = NULL;
+		size_t at[TXN_OPS], k = 0, j;
+		bool ok = false;
+		int rc = -ENOMEM;
+
+		for (; i < r->n && k < TXN_OPS && ops; i++) {
+			char key[SL__ETCD_KEY_MAX];
+
+			if (!r->w[i].limits)
+				continue;
+			sl__etcd_key(c->st, key, r->w[i].budget, NULL, NULL);
+			json_array_append_new(ops, json_pack("{s:{s:o}}", "request_range", "key",
+							     sl__etcd_b64s(key)));
+			at[k++] = i;
+		}
+		if (!k) {
+			json_decref(ops);
+			return;
+		}
+		if (ops)
+			rc = sl__coord_txn(&c->conn, json_array(), ops, &ok, NULL, &resp);
+		else
+			json_decref(ops);
+		for (j = 0; j < k; j++) {
+			struct cwrite *w = &r->w[at[j]];
+			json_t *kv = rc ? NULL : sl__etcd_txn_kv(resp, j);
+
+			if (rc)
+				w->rc = rc;
+			else if (!kv)
+				w->rc = -ENOENT;
+			else
+				w->rc = sl__etcd_parse_limits(kv, &w->lim) ? -EIO : 0;
+		}
+		json_decref(resp);
+		if (rc)
+			return;
+	}
 }
 
 /* No lock: a report that acknowledges a raise, alone, comparing the
@@ -689,7 +785,7 @@ static void send_raises(struct sl__coord_node *c, struct cwrite **w, size_t n, i
 		json_decref(cmp);
 	} else {
 		/* NULL arrays: sl__coord_txn() answers -ENOMEM. */
-		rc = sl__coord_txn(&c->conn, cmp, ops, &ok, NULL, NULL);
+		rc = sl__coord_wtxn(c, cmp, ops, &ok, NULL, NULL);
 	}
 	if (!rc && ok) {
 		for (i = 0; i < n; i++)
@@ -724,7 +820,7 @@ static int join_compare(struct sl__coord_node *c, struct cwrite *w, int64_t sess
 	sl__etcd_key(c->st, vkey, w->budget, "version", NULL);
 	ops = json_pack("[{s:{s:o}},{s:{s:o}}]", "request_range", "key", sl__etcd_b64s(bkey),
 			"request_range", "key", sl__etcd_b64s(vkey));
-	rc = sl__coord_txn(&c->conn, json_array(), ops, &ok, NULL, &resp);
+	rc = sl__coord_wtxn(c, json_array(), ops, &ok, NULL, &resp);
 	if (rc)
 		return rc;
 	kv = sl__etcd_txn_kv(resp, 0);
@@ -756,8 +852,8 @@ static int join_compare(struct sl__coord_node *c, struct cwrite *w, int64_t sess
 	/* A new member's key, acknowledging no floor; an old one's stays. */
 	if (ops && w->member)
 		json_array_append_new(ops, sl__coord_op_put(mkey, "{}", 0));
-	rc = sl__coord_txn(&c->conn,
-			   json_pack("[o]", sl__coord_cmp(vkey, "MOD", "mod_revision", "EQUAL", vrev)),
+	rc = sl__coord_wtxn(c,
+			    json_pack("[o]", sl__coord_cmp(vkey, "MOD", "mod_revision", "EQUAL", vrev)),
 			   ops, &ok, NULL, NULL);
 	if (rc)
 		return rc;
@@ -786,6 +882,19 @@ static void round_done(struct sl__coord_node *c, struct round *r)
 
 		if (!l || r->session != c->session)
 			continue;
+		if (w->limits) {
+			/* Read: the join is made next round (at once). */
+			if (w->rc == 0) {
+				l->blim = w->lim;
+				l->c_lim = true;
+				l->next_ns = 0;
+			} else if (w->rc != -ENOENT) {
+				l->counts.store_errors++;
+				if (!c->retry_ns)
+					retry_later(c);
+			}
+			continue;
+		}
 		if (w->rc == -EBUSY) {
 			/* No room for our usage: shrink toward the floor the
 			 * store counts for us, and claim again later. */
@@ -869,29 +978,47 @@ static void session_opts(struct sl__coord_node *c)
 		c->margin_ms = c->ttl_ms / 2;
 }
 
-/* Under s->lock: the leases due (all of them after a grant arrived) step;
- * the budgets we hold a lease of are noted for the elections. */
-static void collect(struct sl__coord_node *c, struct round *r, bool kicked, int64_t now)
+/* Under s->lock: the leases due (all of them after a grant arrived) step,
+ * until their writes fill the pace's window: the rest stay due, and the
+ * next round starts after the last one that stepped, so that every lease
+ * has its turn.  The budgets we hold a lease of are noted for the
+ * elections. */
+static bool collect(struct sl__coord_node *c, struct round *r, bool kicked, int64_t now)
 {
 	struct sl_lease *l;
-	size_t nl = 0;
+	size_t nl = 0, ops = 0;
+	int pass;
 
 	r->session = c->session;
 	for (l = c->s->leases; l; l = l->next)
 		nl++;
 	r->budgets = calloc(nl + 1, sizeof(*r->budgets));
-	for (l = c->s->leases; l; l = l->next) {
+	for (l = c->s->leases; l; l = l->next)
 		if (r->budgets && l->c_member && l->c_session == c->session)
 			snprintf(r->budgets[r->nb++], SL_LEASE_NAME_MAX, "%s", l->budget);
-		if (!kicked && now < l->next_ns)
-			continue;
-		if (now >= l->next_ns) {
-			l->next_ns += (int64_t)l->opts.period_ms * NS_PER_MS;
-			if (l->next_ns <= now)
-				l->next_ns = now + (int64_t)l->opts.period_ms * NS_PER_MS;
+	for (pass = 0; pass < 2; pass++) {
+		for (l = c->s->leases; l; l = l->next) {
+			size_t before = r->n, i;
+
+			if ((l->c_num > c->cursor) != (pass == 0))
+				continue;
+			if (!kicked && now < l->next_ns)
+				continue;
+			if (ops >= c->pace.window)
+				return true; /* full: the rest wait for the next round */
+			if (now >= l->next_ns) {
+				l->next_ns += (int64_t)l->opts.period_ms * NS_PER_MS;
+				if (l->next_ns <= now)
+					l->next_ns = now + (int64_t)l->opts.period_ms * NS_PER_MS;
+			}
+			lease_step(c, l, r);
+			for (i = before; i < r->n; i++)
+				ops += 1 + (r->w[i].member || r->w[i].mfloor) + 2 * r->w[i].claim;
+			c->cursor = l->c_num;
 		}
-		lease_step(c, l, r);
 	}
+	c->cursor = -1;
+	return false;
 }
 
 /* No lock: the watches, started (again) when they are not running. */
@@ -968,13 +1095,20 @@ int sl__coord_run(sl_lease_store *s)
 			session_done(c, rc, sent);
 		drop = c->lost_session;
 		c->lost_session = false;
-		pthread_mutex_lock(&c->tlock);
-		kicked = c->kicked;
-		c->kicked = false;
-		pthread_mutex_unlock(&c->tlock);
-		if (c->session && (!c->retry_ns || sl__lease_now_ns() >= c->retry_ns)) {
+		now = sl__lease_now_ns();
+		if (c->session && (!c->retry_ns || now >= c->retry_ns) &&
+		    sl__coord_pace_due(&c->pace, now)) {
+			/* A grant seen while paced waits for this round. */
+			pthread_mutex_lock(&c->tlock);
+			kicked = c->kicked;
+			c->kicked = false;
+			pthread_mutex_unlock(&c->tlock);
 			c->retry_ns = 0;
-			collect(c, &r, kicked, sl__lease_now_ns());
+			if (collect(c, &r, kicked, now) && kicked) {
+				pthread_mutex_lock(&c->tlock);
+				c->kicked = true;
+				pthread_mutex_unlock(&c->tlock);
+			}
 		}
 		pthread_mutex_unlock(&s->lock);
 		if (drop)
@@ -982,6 +1116,8 @@ int sl__coord_run(sl_lease_store *s)
 
 		/* 4. The store calls, with no lock a join, leave or stats takes. */
 		if (r.session) {
+			read_limits(c, &r);
+			sl__coord_pace_begin(c);
 			send_reports(c, &r);
 			struct cwrite *raises[RAISES_PER_TXN];
 			size_t nr = 0;
@@ -996,6 +1132,7 @@ int sl__coord_run(sl_lease_store *s)
 					nr = 0;
 				}
 			}
+			sl__coord_pace_end(c, &c->pace);
 			sl__coord_lead(c, sl__lease_now_ns(), r.budgets, r.nb, r.session);
 		}
 
@@ -1006,10 +1143,19 @@ int sl__coord_run(sl_lease_store *s)
 		 * a session, or waiting to retry, a lease past its period
 		 * would wake the loop at once, again and again. */
 		now = sl__lease_now_ns();
-		if (c->session && (!c->retry_ns || now >= c->retry_ns))
+		if (c->session && (!c->retry_ns || now >= c->retry_ns) && now < c->pace.next_ns) {
+			/* Paced: nothing is written before then. */
+			if (c->pace.next_ns < wake)
+				wake = c->pace.next_ns;
+		} else if (c->session && (!c->retry_ns || now >= c->retry_ns)) {
 			for (l = s->leases; l; l = l->next)
 				if (l->next_ns < wake)
 					wake = l->next_ns;
+			pthread_mutex_lock(&c->tlock);
+			if (c->kicked)
+				wake = now;
+			pthread_mutex_unlock(&c->tlock);
+		}
 		if (c->session && c->keep_next_ns < wake)
 			wake = c->keep_next_ns;
 		if (c->session && c->view_end_ns < wake)
@@ -1058,6 +1204,7 @@ int sl__coord_open(sl_lease_store *s)
 	 * there): a fleet's sessions spread over the cluster. */
 	c->conn.current = (size_t)(c->st->nonce % c->conn.n_endpoints);
 	c->rnd = (uint64_t)sl__lease_now_ns() ^ c->st->nonce;
+	c->cursor = -1;
 	pthread_mutex_init(&c->tlock, NULL);
 	s->coord = c;
 	return 0;

@@ -21,6 +21,7 @@
 #ifndef SL_LEASE_STORE_ETCD_COORD_H
 #define SL_LEASE_STORE_ETCD_COORD_H
 
+#include "coord.h"
 #include "etcd_store.h"
 #include "etcd_watch.h"
 #include "lease_int.h"
@@ -76,6 +77,7 @@ struct sl__cbudget {
 struct sl__celect {
 	char name[SL_LEASE_NAME_MAX];
 	bool held;               /* a coord key exists                             */
+	bool mine;               /* and it names this node (our campaign won)     */
 	int64_t rev;             /* the revision that said so                      */
 	int64_t campaign_ns;     /* when to campaign if still unheld (0: not due)  */
 	struct sl__celect *next;
@@ -108,6 +110,12 @@ struct sl__coord_node {
 	struct sl__celect *elect;
 	struct sl__cbudget *led;
 	bool kicked;             /* a watch saw a change since the loop last looked */
+	/* Pacing (coord.h): of our reports, and of the grants of the budgets
+	 * we lead; the slowest write of the round so far (the run thread's). */
+	struct sl__coord_pace pace, lpace;
+	int64_t lat_ns;
+	bool lat_failed;
+	long cursor;             /* the lease a paced round stopped before (-1)     */
 };
 
 /* Node side (store_etcd_coord.c). */
@@ -131,6 +139,14 @@ json_t *sl__coord_cmp(const char *key, const char *target, const char *field, co
 /* One txn on @conn (the caller serializes its use). */
 int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
 		  json_t **resp);
+/* The same on the run thread's connection, its time (or failure) noted in
+ * c->lat_ns and c->lat_failed for the pacing. */
+int sl__coord_wtxn(struct sl__coord_node *c, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
+		   json_t **resp);
+/* Pacing's round: begin (the noted latency cleared), and the caller's
+ * pace told how it went if anything was written. */
+void sl__coord_pace_begin(struct sl__coord_node *c);
+void sl__coord_pace_end(struct sl__coord_node *c, struct sl__coord_pace *p);
 int sl__coord_parse_grant(const char *v, size_t len, struct sl__cgrant *g, char *budget);
 /* A watch's reset: mark *@flag (under tlock) and wake the run thread,
  * which reads the range again and watches anew. */

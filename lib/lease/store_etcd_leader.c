@@ -70,9 +70,17 @@ static struct sl__cbudget *led_of(struct sl__coord_node *c, const char *name)
 	return NULL;
 }
 
-/* Under tlock: the coord key of @name is there or gone. */
-static void note_coord(struct sl__coord_node *c, const char *key, bool deleted, int64_t rev)
+/* The value of a coord key this node's campaign writes, into @out. */
+static void coord_value(const struct sl__coord_node *c, char *out, size_t size)
 {
+	snprintf(out, size, "{\"node\":\"%s\"}", c->idprefix);
+}
+
+/* Under tlock: the coord key of @name is there (its value @v) or gone. */
+static void note_coord(struct sl__coord_node *c, const char *key, bool deleted, int64_t rev,
+		       const char *v)
+{
+	char mine[SL_LEASE_ID_MAX + 16];
 	size_t plen = strlen(c->st->prefix) + strlen("/coord/");
 	struct sl__celect *e;
 	struct sl__cbudget *b;
@@ -82,7 +90,9 @@ static void note_coord(struct sl__coord_node *c, const char *key, bool deleted, 
 	e = elect_of(c, key + plen, true);
 	if (!e)
 		return;
+	coord_value(c, mine, sizeof(mine));
 	e->held = !deleted;
+	e->mine = !deleted && v && !strcmp(v, mine);
 	e->rev = rev;
 	e->campaign_ns = 0;
 	b = led_of(c, key + plen);
@@ -102,7 +112,8 @@ static void coord_events(void *ctx, const struct sl__etcd_event *ev, size_t n, i
 		struct sl__cbudget *b;
 		size_t plen = strlen(c->st->prefix) + strlen("/coord/");
 
-		note_coord(c, ev[i].key, ev[i].deleted, ev[i].mod_revision ? ev[i].mod_revision : rev);
+		note_coord(c, ev[i].key, ev[i].deleted, ev[i].mod_revision ? ev[i].mod_revision : rev,
+			   ev[i].value);
 		/* A put with another term than ours: deposed. */
 		if (!ev[i].deleted && strlen(ev[i].key) > plen) {
 			b = led_of(c, ev[i].key + plen);
@@ -153,10 +164,9 @@ static void coord_kv(void *ctx, const char *k, const char *v, size_t vl, int64_t
 {
 	struct elect_read *r = ctx;
 
-	(void)v;
 	(void)vl;
 	(void)rev;
-	note_coord(r->c, k, false, r->rev);
+	note_coord(r->c, k, false, r->rev, v);
 }
 
 int sl__coord_elect_start(struct sl__coord_node *c)
@@ -418,22 +428,57 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 	return 0;
 }
 
+/*
+ * Campaign for @name: create its coord key under our session.  A key that
+ * is there already and names us is ours still (a campaign we won whose
+ * budget we dropped: its watch was reset, or the read after the election
+ * failed): we lead it again under the same term.  Another's is taken as
+ * held until the coord watch says it went.
+ */
 static void campaign(struct sl__coord_node *c, const char *name, int64_t session)
 {
 	char key[SL__ETCD_KEY_MAX], val[SL_LEASE_ID_MAX + 16];
+	struct sl__etcd_hdr hdr = { 0, 0 };
 	struct sl__celect *e;
-	int64_t rev = 0;
-	bool ok = false;
+	json_t *req, *resp = NULL, *kv, *doc;
+	int64_t rev = 0, term = 0;
+	bool ok, ours = false;
 
 	coord_key(c, key, name);
-	snprintf(val, sizeof(val), "{\"node\":\"%s\"}", c->idprefix);
-	if (sl__coord_txn(&c->conn,
-			  json_pack("[o]", sl__coord_cmp(key, "CREATE", "create_revision", "EQUAL", 0)),
-			  json_pack("[o]", sl__coord_op_put(key, val, session)), &ok, &rev, NULL))
+	coord_value(c, val, sizeof(val));
+	req = json_pack("{s:[o],s:[o],s:[{s:{s:o}}]}", "compare",
+			sl__coord_cmp(key, "CREATE", "create_revision", "EQUAL", 0), "success",
+			sl__coord_op_put(key, val, session), "failure", "request_range", "key",
+			sl__etcd_b64s(key));
+	if (!req || sl__etcd_call(&c->conn, "/v3/kv/txn", req, &resp, &hdr)) {
+		json_decref(req);
 		return;
-	/* The txn's revision is the key's create_revision: our term. */
-	if (ok) {
-		lead_start(c, name, rev);
+	}
+	json_decref(req);
+	rev = hdr.revision;
+	ok = json_is_true(json_object_get(resp, "succeeded"));
+	kv = ok ? NULL : sl__etcd_txn_kv(resp, 0);
+	if (kv && (doc = sl__etcd_kv_json(kv)) != NULL) {
+		const char *node = json_string_value(json_object_get(doc, "node"));
+
+		ours = node && !strcmp(node, c->idprefix) &&
+		       !sl__etcd_get_int(json_object_get(kv, "create_revision"), 0, &term) && term > 0;
+		json_decref(doc);
+	}
+	json_decref(resp);
+	/* Won: the txn's revision is the key's create_revision, our term. */
+	if (ok || ours) {
+		if (lead_start(c, name, ok ? rev : term)) {
+			/* Not read: campaign again (and find the key ours). */
+			pthread_mutex_lock(&c->tlock);
+			e = elect_of(c, name, true);
+			if (e) {
+				e->held = true;
+				e->mine = true;
+				e->campaign_ns = 0;
+			}
+			pthread_mutex_unlock(&c->tlock);
+		}
 		return;
 	}
 	/* Another holds it: so we take it until the coord watch says it is
@@ -444,6 +489,7 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 	/* Unless the watch already said it went after our txn. */
 	if (e && e->rev <= rev) {
 		e->held = true;
+		e->mine = false;
 		e->rev = rev;
 		e->campaign_ns = 0;
 	}
@@ -489,6 +535,7 @@ struct planned {
 	char id[SL_LEASE_ID_MAX];
 	int64_t session;
 	int64_t rep_rev; /* the report the plan read (0: none) */
+	bool done;       /* its grant was written                              */
 };
 
 /* The report key of member @id into @out. */
@@ -499,16 +546,26 @@ static const char *rkey_of(const struct sl__coord_node *c, const struct sl__cbud
 	return out;
 }
 
+static void set_version_rev(struct sl__coord_node *c, struct sl__cbudget *b, int64_t rev)
+{
+	pthread_mutex_lock(&c->tlock);
+	if (rev > b->version_rev)
+		b->version_rev = rev;
+	pthread_mutex_unlock(&c->tlock);
+}
+
 /*
  * Write the planned grants of @b: the shrinks (and other writes that raise
  * no one) first, then the grows, each txn under the term compare; the grows
  * also under the version compare, rewriting the version with @counted.
- * Returns 0, -EAGAIN (a compare failed: deposed, or a join came between),
- * or a store error.
+ * At most *@allow operations are written (it is lowered by what is): the
+ * grants written are marked done.  Returns 0, -EINPROGRESS (the window is
+ * full: the rest later), -EAGAIN (a compare failed: deposed, or a join
+ * came between), or a store error.
  */
 static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
-			const struct sl__coord_member *m, const struct planned *p, size_t n,
-			const struct sl_limits *lim, int64_t vrev, uint64_t counted)
+			const struct sl__coord_member *m, struct planned *p, size_t n,
+			const struct sl_limits *lim, int64_t vrev, uint64_t counted, size_t *allow)
 {
 	char ckey[SL__ETCD_KEY_MAX], vkey[SL__ETCD_KEY_MAX], k1[SL__ETCD_KEY_MAX],
 		k2[SL__ETCD_KEY_MAX], vbuf[48];
@@ -521,10 +578,13 @@ static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
 
 		while (i < n) {
 			json_t *ops = json_array(), *cmp;
-			size_t k = 0;
+			size_t k = 0, in[GRANTS_PER_TXN], j, most = *allow / 2;
 			int64_t rev = 0;
 			bool ok = false;
 			int rc;
+
+			if (most > GRANTS_PER_TXN)
+				most = GRANTS_PER_TXN;
 
 			cmp = json_pack("[o]", sl__coord_cmp(ckey, "CREATE", "create_revision",
 							     "EQUAL", b->term));
@@ -533,6 +593,8 @@ static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
 
 				if (!m[i].write || m[i].grows != (pass == 1))
 					continue;
+				if (k == most)
+					break; /* the pace's window is full */
 				/* A cut frees room (down to what the member's
 				 * report says) only if that report is still the
 				 * one the plan read: a report that acknowledged a
@@ -553,11 +615,13 @@ static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
 				json_array_append_new(ops, sl__coord_op_put(k1, v, 0));
 				json_array_append_new(ops, sl__coord_op_put(k2, v, 0));
 				free(v);
-				k++;
+				in[k++] = i;
 			}
 			if (!k) {
 				json_decref(ops);
 				json_decref(cmp);
+				if (i < n)
+					goto paced;
 				continue;
 			}
 			if (pass == 1) {
@@ -567,24 +631,29 @@ static int write_grants(struct sl__coord_node *c, struct sl__cbudget *b,
 									 "EQUAL", vrev));
 				json_array_append_new(ops, sl__coord_op_put(vkey, vbuf, 0));
 			}
-			rc = sl__coord_txn(&c->conn, cmp, ops, &ok, &rev, NULL);
+			rc = sl__coord_wtxn(c, cmp, ops, &ok, &rev, NULL);
 			if (rc)
 				return rc;
 			if (!ok)
 				return -EAGAIN;
-			if (pass == 1)
+			*allow -= 2 * k;
+			for (j = 0; j < k; j++)
+				p[in[j]].done = true;
+			if (pass == 1) {
 				vrev = rev;
+				set_version_rev(c, b, rev);
+			}
 		}
 	}
-	pthread_mutex_lock(&c->tlock);
-	if (vrev > b->version_rev)
-		b->version_rev = vrev;
-	pthread_mutex_unlock(&c->tlock);
 	return 0;
+paced:
+	/* The rest wait for the next round: the version says at least what
+	 * the store counts (the plan's sum, of which only part is written). */
+	return -EINPROGRESS;
 }
 
 /* Plan @b from its table and write what changed. */
-static void lead_one(struct sl__coord_node *c, struct sl__cbudget *b)
+static void lead_one(struct sl__coord_node *c, struct sl__cbudget *b, size_t *allow)
 {
 	struct sl__coord_budget cb;
 	struct sl__coord_member *m = NULL;
@@ -657,29 +726,28 @@ static void lead_one(struct sl__coord_node *c, struct sl__cbudget *b)
 		}
 		counted = sat_add(counted, sl__coord_counted(&after));
 	}
-	rc = write_grants(c, b, m, p, n, &lim, vrev, counted);
+	rc = write_grants(c, b, m, p, n, &lim, vrev, counted, allow);
 	pthread_mutex_lock(&c->tlock);
-	if (rc == 0) {
-		/* As the watch will say: the next plan starts from here. */
-		for (i = 0; i < n; i++) {
-			struct sl__cmember *x;
+	/* As the watch will say: the next plan starts from here. */
+	for (i = 0; i < n; i++) {
+		struct sl__cmember *x;
 
-			if (!m[i].write || !(x = member_of(b, p[i].id, false)))
-				continue;
-			x->grant.present = true;
-			x->grant.held = m[i].held;
-			x->grant.floor = m[i].floor;
-			x->grant.term = (uint64_t)b->term;
-			x->grant.session = p[i].session;
-			x->grant.lim = lim;
-		}
-	} else if (rc != -EAGAIN) {
-		/* The store failed: again in a quarter period. */
-		b->dirty = true;
+		if (!p[i].done || !(x = member_of(b, p[i].id, false)))
+			continue;
+		x->grant.present = true;
+		x->grant.held = m[i].held;
+		x->grant.floor = m[i].floor;
+		x->grant.term = (uint64_t)b->term;
+		x->grant.session = p[i].session;
+		x->grant.lim = lim;
 	}
-	/* A compare failed: a write we have not seen came between (a join, a
-	 * report, or another coordinator's election).  Its event is on its
-	 * way: the plan is made again when it arrives, not before. */
+	/* The store failed, or the window was full: again in a quarter
+	 * period at the soonest.  A compare that failed (-EAGAIN) means a
+	 * write we have not seen came between (a join, a report, or another
+	 * coordinator's election): its event is on its way, and the plan is
+	 * made again when it arrives, not before. */
+	if (rc && rc != -EAGAIN)
+		b->dirty = true;
 	pthread_mutex_unlock(&c->tlock);
 out:
 	free(m);
@@ -707,7 +775,7 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 		    size_t nb, int64_t session)
 {
 	struct sl__cbudget *b, **pp;
-	size_t i;
+	size_t i, allow;
 
 	/* Budgets we lead no more. */
 	pthread_mutex_lock(&c->tlock);
@@ -731,7 +799,7 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 
 		pthread_mutex_lock(&c->tlock);
 		e = elect_of(c, budgets[i], true);
-		if (e && !e->held && !led_of(c, budgets[i])) {
+		if (e && (!e->held || e->mine) && !led_of(c, budgets[i])) {
 			if (!e->campaign_ns)
 				e->campaign_ns = now + campaign_delay(c, budgets[i], rnd_next(c));
 			go = now >= e->campaign_ns;
@@ -744,7 +812,17 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 	}
 	/* Each budget is planned at most once a quarter period: the changes
 	 * of a burst (members joining, reports after a move) are gathered
-	 * into one plan, not one plan and its grants each. */
+	 * into one plan, not one plan and its grants each.  Their writes
+	 * follow the pace (coord.h): a round writes at most its window. */
+	if (!c->led)
+		return;
+	if (!sl__coord_pace_due(&c->lpace, now)) {
+		if (!c->plan_wake_ns || c->lpace.next_ns < c->plan_wake_ns)
+			c->plan_wake_ns = c->lpace.next_ns;
+		return;
+	}
+	allow = c->lpace.window;
+	sl__coord_pace_begin(c);
 	for (b = c->led; b; b = b->next) {
 		bool dirty;
 
@@ -756,9 +834,16 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 				c->plan_wake_ns = b->next_plan_ns;
 			continue;
 		}
+		if (dirty && allow < 2) {
+			/* The window is full: at the next round. */
+			if (!c->plan_wake_ns || now < c->plan_wake_ns)
+				c->plan_wake_ns = now;
+			continue;
+		}
 		if (dirty) {
 			b->next_plan_ns = now + (int64_t)c->period_ms * NS_PER_MS / 4;
-			lead_one(c, b);
+			lead_one(c, b, &allow);
 		}
 	}
+	sl__coord_pace_end(c, &c->lpace);
 }
