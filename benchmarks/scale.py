@@ -243,7 +243,7 @@ def main():
         return 2
     node = args.pop(0)
     quick = "--quick" in args
-    o = {"protocol": "decentralized", "period": 250, "ttl": 10000, "per": 100, "moved": 1,
+    o = {"protocol": "coordinated", "period": 250, "ttl": 10000, "per": 100, "moved": 1,
          "measure": 10 if quick else 20, "timeout": 60 if quick else 120,
          "join_timeout": 180 if quick else 300, "settle_timeout": 45 if quick else 60}
     names = {"--protocol": "protocol", "--period": "period", "--ttl": "ttl",

@@ -578,6 +578,35 @@ START_TEST(nodes_and_a_coordinator_never_take_the_same_room)
 }
 END_TEST
 
+/* Floors are min over a power of two at or above the members: a join
+ * rewrites the others' grants only when it takes them past one. */
+START_TEST(a_join_moves_the_floors_only_past_a_power_of_two)
+{
+	struct sl__coord_budget b = { .max = 0, .min = 80, .dead_band = 0 };
+	struct sl__coord_member m[9];
+	size_t i, n;
+
+	for (n = 6; n <= 9; n += 3) {
+		b.max = 50 * n; /* each gets what it asks for, and no more */
+		memset(m, 0, sizeof(m));
+		for (i = 0; i + 1 < n; i++) {
+			m[i].granted = m[i].grant_current = m[i].reported = true;
+			m[i].g_held = m[i].r_held = m[i].demand = 50;
+			m[i].g_floor = 80 / 8; /* planned with 5 of them */
+		}
+		m[n - 1].reported = true; /* the join */
+		m[n - 1].demand = 50;
+		ck_assert_uint_eq(plan(&b, m, n), (n == 6 ? 1 : n));
+		for (i = 0; i + 1 < n; i++) {
+			ck_assert(m[i].write == (n == 9));
+			ck_assert_uint_eq(m[i].floor, (n == 6 ? 10 : 5));
+		}
+		ck_assert(m[n - 1].write && m[n - 1].held == 50);
+		ck_assert_uint_eq(m[n - 1].floor, (n == 6 ? 10 : 5));
+	}
+}
+END_TEST
+
 /* ---- pacing (coord.h) ---------------------------------------------------- */
 
 #define MS INT64_C(1000000)
@@ -749,6 +778,7 @@ int main(void)
 	tcase_add_test(tc, a_plan_is_a_function_of_its_input);
 	tcase_add_test(tc, a_node_cuts_at_once_and_raises_after_its_report);
 	tcase_add_test(tc, nodes_and_a_coordinator_never_take_the_same_room);
+	tcase_add_test(tc, a_join_moves_the_floors_only_past_a_power_of_two);
 	tcase_add_test(tc, a_pace_grows_on_fast_rounds_and_backs_off_on_slow_ones);
 	tcase_add_test(tc, paced_writers_keep_the_store_under_a_second_behind);
 	suite_add_tcase(s, tc);

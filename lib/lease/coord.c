@@ -103,11 +103,24 @@ static struct tally tally(const struct sl__coord_budget *b, const struct sl__coo
 	return s;
 }
 
+/* A grant's floor over @n reporting members: min over the least power of
+ * two at or above n (coord.h). */
+static uint64_t grant_floor(uint64_t min, size_t n)
+{
+	unsigned sh = 0;
+
+	if (!n)
+		return 0;
+	while (sh < 63 && ((size_t)1 << sh) < n)
+		sh++;
+	return min >> sh;
+}
+
 size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member *m, size_t n,
 		      void *scratch)
 {
 	struct sl__lease_alloc_in *in = scratch;
-	uint64_t *tgt, *give, avail, ft, room;
+	uint64_t *tgt, *give, avail, ft, fg, room;
 	size_t i, k, j, nrep = 0, ngrow = 0, writes = 0;
 	struct tally s;
 	bool force = false;
@@ -127,6 +140,7 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 			avail = sat_sub(avail, sl__coord_counted(&m[i]));
 	}
 	ft = nrep ? b->min / nrep : 0;
+	fg = grant_floor(b->min, nrep);
 	for (i = 0, k = 0; i < n; i++) {
 		if (!m[i].reported)
 			continue;
@@ -202,7 +216,7 @@ size_t sl__coord_plan(const struct sl__coord_budget *b, struct sl__coord_member 
 				h = x->g_held;
 		}
 		x->held = h;
-		x->floor = min_u64(ft, h);
+		x->floor = min_u64(fg, h);
 		x->write = !current(x) || h != x->g_held || x->floor != x->g_floor;
 		x->grows = max_u64(h, own(x)) > base;
 		if (x->write)

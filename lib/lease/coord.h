@@ -68,7 +68,11 @@ uint64_t sl__coord_counted(const struct sl__coord_member *m);
  * report as it is now) is at most b->max, or, if it was above b->max
  * before the plan, no member counts for more than before.
  * Room is shared max-min fairly over what the growers ask for beyond what
- * they count now.  A reporting member's floor is min(min / n, its held).
+ * they count now.  A reporting member's floor is min(min / p, its held),
+ * with p the least power of two at or above n: a join moves the floors of
+ * every member only when it takes n past a power of two, not each time
+ * (a thousand members joining at once would otherwise have every grant
+ * written again with each plan of their joins).
  * grows: what the store counts for the member after the write is more
  * than before (the txn must compare the budget's version).
  * Returns the number of members to write.  @scratch: 2 * @n uint64_t and

@@ -615,7 +615,12 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct roun
 		l->floor = floor_to;
 		sl__lease_publish(l);
 	}
-	if (sl__coord_lease_report(&x, held, l->demand) || floor_to != l->c_mfloor) {
+	/* A lower floor is acknowledged with the next report made for
+	 * another reason: until then the store counts the higher one, which
+	 * is only more than it need (when a join takes a budget past a power
+	 * of two, every member's floor falls: a write each would be as many
+	 * as the join's). */
+	if (sl__coord_lease_report(&x, held, l->demand) || floor_to > l->c_mfloor) {
 		struct cwrite *w;
 
 		if (queue(r, l, held, cnt, l->demand, false, 0)) {
@@ -1012,8 +1017,11 @@ static bool collect(struct sl__coord_node *c, struct round *r, bool kicked, int6
 					l->next_ns = now + (int64_t)l->opts.period_ms * NS_PER_MS;
 			}
 			lease_step(c, l, r);
+			/* A read of the limits writes nothing. */
 			for (i = before; i < r->n; i++)
-				ops += 1 + (r->w[i].member || r->w[i].mfloor) + 2 * r->w[i].claim;
+				if (!r->w[i].limits)
+					ops += 1 + (r->w[i].member || r->w[i].mfloor) +
+					       2 * r->w[i].claim;
 			c->cursor = l->c_num;
 		}
 	}
