@@ -342,8 +342,11 @@ def scenario(name, args, cl, url, nodes, work, figures):
         victim = nodes[0]
         # The case under test: a floor that stays counted.  A node's floor
         # settles a few periods after the last join (a raise is a grow, and
-        # grows race), so the stall waits for every floor to be min / N.
+        # grows race), so the stall waits for every floor to be min / N
+        # (coordinated: min over the least power of two at or above N).
         part = MIN // NODES
+        if args.coordinated:
+            part = MIN >> (NODES - 1).bit_length()
         wait_for("every node's floor is its part of min (%d)" % part,
                  lambda: all(stat(n, ST_FLOOR) == part for n in nodes))
         fences = stat(victim, ST_FENCES)

@@ -345,6 +345,180 @@ static uint32_t ttl_s(const struct sl__coord_node *c)
 	return c->ttl_ms < 2000 ? 2 : (uint32_t)((c->ttl_ms + 999ull) / 1000);
 }
 
+/* ---- the keeper ---------------------------------------------------------- */
+
+static void fence_all(struct sl__coord_node *c);
+
+/* Hand the session (c->session, 0: none) and its view over to the keeper
+ * (the run thread's, under s->lock). */
+static void keeper_hand(struct sl__coord_node *c)
+{
+	pthread_mutex_lock(&c->klock);
+	if (c->k_session != c->session) {
+		c->k_session = c->session;
+		c->k_view_end_ns = c->view_end_ns;
+		c->k_view_ns = ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS;
+		c->k_keep_ns = keep_ms(c) * NS_PER_MS;
+		c->k_retry_ns = (int64_t)c->period_ms * NS_PER_MS / 4;
+		c->k_next_ns = c->keep_next_ns;
+		c->k_fails = 0;
+		c->k_gone = false;
+		pthread_cond_signal(&c->kcond);
+	}
+	pthread_mutex_unlock(&c->klock);
+}
+
+/* A keepalive of @id on @conn: 0 (etcd has it), -ENOENT (it ended), or a
+ * store error. */
+static int keepalive_call(struct sl__etcd_conn *conn, int64_t id)
+{
+	json_t *req = json_pack("{s:o}", "ID", sl__etcd_int(id)), *resp = NULL;
+	int64_t v = 0;
+	int rc;
+
+	if (!req)
+		return -ENOMEM;
+	rc = sl__etcd_call(conn, "/v3/lease/keepalive", req, &resp, NULL);
+	json_decref(req);
+	/* An expired lease answers without a TTL. */
+	if (rc == 0 && (sl__etcd_get_int(json_object_get(resp, "TTL"), 0, &v) || v <= 0))
+		rc = -ENOENT;
+	json_decref(resp);
+	return rc;
+}
+
+/* The keeper's thread: a keepalive every k_keep_ns of the session handed
+ * over; a failed one again after a quarter period, doubling up to a
+ * quarter of the view.  Our own view starts at the send time of the
+ * last keepalive answered (etcd's at its answer). */
+static void *keeper_main(void *arg)
+{
+	struct sl__coord_node *c = arg;
+
+	pthread_mutex_lock(&c->klock);
+	while (!c->k_stop) {
+		int64_t now = sl__lease_now_ns(), id, sent;
+		int rc;
+
+		if (!c->k_session || c->k_gone) {
+			pthread_cond_wait(&c->kcond, &c->klock);
+			continue;
+		}
+		if (now < c->k_next_ns) {
+			struct timespec ts = { (time_t)(c->k_next_ns / 1000000000),
+					       (long)(c->k_next_ns % 1000000000) };
+
+			pthread_cond_timedwait(&c->kcond, &c->klock, &ts);
+			continue;
+		}
+		id = c->k_session;
+		pthread_mutex_unlock(&c->klock);
+		sent = sl__lease_now_ns();
+		rc = keepalive_call(&c->kconn, id);
+		pthread_mutex_lock(&c->klock);
+		if (c->k_session != id)
+			continue; /* handed over meanwhile */
+		if (rc == 0) {
+			c->k_fails = 0;
+			if (sent + c->k_view_ns > c->k_view_end_ns)
+				c->k_view_end_ns = sent + c->k_view_ns;
+			c->k_next_ns = sent + c->k_keep_ns;
+		} else if (rc == -ENOENT) {
+			c->k_gone = true;
+		} else {
+			int64_t d = c->k_retry_ns, cap = c->k_view_ns / 4;
+
+			for (unsigned i = 0; i < c->k_fails && d < cap; i++)
+				d *= 2;
+			if (d > cap && cap > 0)
+				d = cap;
+			if (c->k_fails < 16)
+				c->k_fails++;
+			c->k_next_ns = sl__lease_now_ns() + d;
+		}
+		if (rc) {
+			/* The run thread counts it (a store error each lease,
+			 * or the fall). */
+			c->k_errors++;
+			pthread_mutex_unlock(&c->klock);
+			sl__coord_kick(c);
+			pthread_mutex_lock(&c->klock);
+		}
+	}
+	pthread_mutex_unlock(&c->klock);
+	return NULL;
+}
+
+static int keeper_start(struct sl__coord_node *c)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->klock);
+	c->k_stop = false;
+	pthread_mutex_unlock(&c->klock);
+	rc = pthread_create(&c->keeper, NULL, keeper_main, c);
+	if (rc)
+		return -rc;
+	c->keeper_on = true;
+	return 0;
+}
+
+static void keeper_stop(struct sl__coord_node *c)
+{
+	if (!c->keeper_on)
+		return;
+	pthread_mutex_lock(&c->klock);
+	c->k_stop = true;
+	pthread_cond_signal(&c->kcond);
+	pthread_mutex_unlock(&c->klock);
+	pthread_join(c->keeper, NULL);
+	c->keeper_on = false;
+}
+
+/* Under s->lock: what the keeper found since.  A renewal moves our view
+ * (and every lease's of this session); an end etcd said, or errors, are
+ * counted here. */
+static void keeper_sync(struct sl__coord_node *c)
+{
+	int64_t view = 0;
+	unsigned errors = 0;
+	bool gone = false;
+	struct sl_lease *l;
+
+	pthread_mutex_lock(&c->klock);
+	if (c->session && c->k_session == c->session) {
+		gone = c->k_gone;
+		if (c->k_view_end_ns > c->view_end_ns)
+			view = c->k_view_end_ns;
+	}
+	errors = c->k_errors;
+	c->k_errors = 0;
+	pthread_mutex_unlock(&c->klock);
+	if (gone) {
+		/* The timing assumption broke (a stall longer than the
+		 * margin): fall now; nothing of the old session is ours. */
+		fence_all(c);
+		return;
+	}
+	if (errors)
+		for (l = c->s->leases; l; l = l->next) {
+			l->counts.store_errors += errors;
+			sl__lease_publish(l);
+		}
+	if (!view)
+		return;
+	c->fails = 0;
+	c->view_end_ns = view;
+	/* Every lease registered in this session was renewed with it. */
+	for (l = c->s->leases; l; l = l->next) {
+		if (l->c_session != c->session)
+			continue;
+		l->counts.renewals++;
+		l->expiry_ns = c->view_end_ns;
+		sl__lease_publish(l);
+	}
+}
+
 /* Under s->lock: every lease to its floor, the session gone (our own view
  * of it ended, or etcd says it did). */
 static void fence_all(struct sl__coord_node *c)
@@ -357,13 +531,13 @@ static void fence_all(struct sl__coord_node *c)
 	}
 	c->session = 0;
 	c->lost_session = true;
+	keeper_hand(c);
 }
 
 /*
- * Grant a session, or keep ours alive (I/O, no lock: c's session fields
- * are the run thread's).  The send time, taken before the call, is where
- * our own view starts: etcd's starts when it answers.  -ENOENT: etcd's
- * lease ended before our own view did.
+ * Grant a session (I/O, no lock: c's session fields are the run thread's;
+ * the keeper keeps it alive from then).  The send time, taken before the
+ * call, is where our own view starts: etcd's starts when it answers.
  */
 static int session_call(struct sl__coord_node *c, int64_t *sent)
 {
@@ -372,44 +546,30 @@ static int session_call(struct sl__coord_node *c, int64_t *sent)
 	int rc;
 
 	*sent = sl__lease_now_ns();
-	if (!c->session && c->asked_session) {
+	if (c->asked_session) {
 		/* A grant whose answer was lost may have been applied: the id
 		 * is ours, so a keepalive tells (a retried grant would leave
 		 * a lease behind each time, each a raft entry). */
-		req = json_pack("{s:o}", "ID", sl__etcd_int(c->asked_session));
-		rc = req ? sl__etcd_call(&c->conn, "/v3/lease/keepalive", req, &resp, NULL) : -ENOMEM;
-		json_decref(req);
-		if (rc == 0 && !sl__etcd_get_int(json_object_get(resp, "TTL"), 0, &v) && v > 0) {
-			json_decref(resp);
+		rc = keepalive_call(&c->conn, c->asked_session);
+		if (rc == 0) {
 			c->new_session = c->asked_session;
 			c->asked_session = 0;
 			return 0;
 		}
-		json_decref(resp);
-		resp = NULL;
-		if (rc && rc != -ENOENT)
+		if (rc != -ENOENT)
 			return rc;
 	}
-	if (c->session) {
-		req = json_pack("{s:o}", "ID", sl__etcd_int(c->session));
-	} else {
-		/* Our own id (positive, not 0), kept until the grant is seen. */
-		if (!c->asked_session)
-			c->asked_session = (int64_t)((c->rnd = c->rnd * 6364136223846793005ull +
-								1442695040888963407ull) >> 2) + 1;
-		req = json_pack("{s:I,s:o}", "TTL", (json_int_t)ttl_s(c), "ID",
-				sl__etcd_int(c->asked_session));
-	}
+	/* Our own id (positive, not 0), kept until the grant is seen. */
+	if (!c->asked_session)
+		c->asked_session = (int64_t)((c->rnd = c->rnd * 6364136223846793005ull +
+							1442695040888963407ull) >> 2) + 1;
+	req = json_pack("{s:I,s:o}", "TTL", (json_int_t)ttl_s(c), "ID",
+			sl__etcd_int(c->asked_session));
 	if (!req)
 		return -ENOMEM;
-	rc = sl__etcd_call(&c->conn, c->session ? "/v3/lease/keepalive" : "/v3/lease/grant", req,
-			   &resp, NULL);
+	rc = sl__etcd_call(&c->conn, "/v3/lease/grant", req, &resp, NULL);
 	json_decref(req);
-	if (rc == 0 && c->session) {
-		/* An expired lease answers without a TTL. */
-		if (sl__etcd_get_int(json_object_get(resp, "TTL"), 0, &v) || v <= 0)
-			rc = -ENOENT;
-	} else if (rc == 0) {
+	if (rc == 0) {
 		if (sl__etcd_get_int(json_object_get(resp, "ID"), 0, &v) || v != c->asked_session)
 			rc = -EIO;
 		else
@@ -446,6 +606,7 @@ static void session_done(struct sl__coord_node *c, int rc, int64_t sent)
 	}
 	c->view_end_ns = sent + ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS;
 	c->keep_next_ns = sent + keep_ms(c) * NS_PER_MS;
+	keeper_hand(c);
 	/* Every lease registered in this session was renewed with it. */
 	for (l = c->s->leases; l; l = l->next) {
 		if (l->c_session != c->session)
@@ -1058,6 +1219,10 @@ static int watches(struct sl__coord_node *c)
 int sl__coord_run(sl_lease_store *s)
 {
 	struct sl__coord_node *c = s->coord;
+	int krc = keeper_start(c);
+
+	if (krc)
+		return krc;
 
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		int64_t now = sl__lease_now_ns(), wake = now + INT64_C(100000000), sent = 0;
@@ -1074,12 +1239,13 @@ int sl__coord_run(sl_lease_store *s)
 		any = s->leases != NULL;
 		if (any && (!c->session || !c->ttl_ms))
 			session_opts(c);
+		keeper_sync(c);
 		if (c->session && now >= c->view_end_ns)
 			fence_all(c);
 		drop = c->lost_session;
 		c->lost_session = false;
-		renew = any && (!c->retry_ns || now >= c->retry_ns) &&
-			(!c->session || now >= c->keep_next_ns);
+		/* A session to grant: the keeper keeps it alive from then. */
+		renew = any && (!c->retry_ns || now >= c->retry_ns) && !c->session;
 		pthread_mutex_unlock(&s->lock);
 		/* Coordinators that went with the session: dropped before any
 		 * store call (their writes would fail their compare anyway). */
@@ -1164,8 +1330,6 @@ int sl__coord_run(sl_lease_store *s)
 				wake = now;
 			pthread_mutex_unlock(&c->tlock);
 		}
-		if (c->session && c->keep_next_ns < wake)
-			wake = c->keep_next_ns;
 		if (c->session && c->view_end_ns < wake)
 			wake = c->view_end_ns;
 		if (c->retry_ns && c->retry_ns < wake)
@@ -1178,6 +1342,7 @@ int sl__coord_run(sl_lease_store *s)
 		free(r.budgets);
 		sl__lease_sleep_until(s, wake);
 	}
+	keeper_stop(c);
 	return 0;
 }
 
@@ -1208,12 +1373,21 @@ int sl__coord_open(sl_lease_store *s)
 		free(c);
 		return rc;
 	}
+	rc = sl__etcd_conn_init(&c->kconn, c->st->hosts, c->st->hosts_len, c->st->conn.timeout_ms);
+	if (rc) {
+		sl__etcd_conn_fini(&c->conn);
+		free(c);
+		return rc;
+	}
 	/* Nodes start on different members (the connection fails over from
 	 * there): a fleet's sessions spread over the cluster. */
 	c->conn.current = (size_t)(c->st->nonce % c->conn.n_endpoints);
+	c->kconn.current = c->conn.current;
 	c->rnd = (uint64_t)sl__lease_now_ns() ^ c->st->nonce;
 	c->cursor = -1;
 	pthread_mutex_init(&c->tlock, NULL);
+	pthread_mutex_init(&c->klock, NULL);
+	pthread_cond_init(&c->kcond, NULL);
 	s->coord = c;
 	return 0;
 }
@@ -1250,8 +1424,11 @@ void sl__coord_close(sl_lease_store *s)
 		free(e);
 	}
 	sl__etcd_conn_fini(&c->conn);
+	sl__etcd_conn_fini(&c->kconn);
 	free(c->grants);
 	pthread_mutex_destroy(&c->tlock);
+	pthread_mutex_destroy(&c->klock);
+	pthread_cond_destroy(&c->kcond);
 	free(c);
 	s->coord = NULL;
 }

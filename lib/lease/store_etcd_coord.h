@@ -97,7 +97,7 @@ struct sl__coord_node {
 	bool lost_session;       /* coordinators to drop: the session went         */
 	uint32_t ttl_ms, margin_ms, period_ms;
 	int64_t view_end_ns;     /* our own view of the session ends               */
-	int64_t keep_next_ns;    /* the next keepalive                             */
+	int64_t keep_next_ns;    /* the first keepalive of a session granted (the keeper's) */
 	int64_t retry_ns;        /* a failed call is tried again then (0: none)    */
 	int64_t plan_wake_ns;    /* a coordinated budget is due to be planned      */
 	uint64_t rnd;
@@ -116,6 +116,21 @@ struct sl__coord_node {
 	int64_t lat_ns;
 	bool lat_failed;
 	long cursor;             /* the lease a paced round stopped before (-1)     */
+	/* The keeper: the session's keepalives, on a thread and a connection
+	 * of their own, so that no slow call of a round (a coordinator's read
+	 * of a thousand members, a txn behind etcd's backlog) delays them. */
+	pthread_t keeper;
+	bool keeper_on;          /* started by the run thread, joined at its end   */
+	struct sl__etcd_conn kconn;
+	pthread_mutex_t klock;   /* the k_ fields                                  */
+	pthread_cond_t kcond;
+	int64_t k_session;       /* the session to keep alive (0: none)            */
+	int64_t k_view_end_ns;   /* our own view of it, from the last answer       */
+	int64_t k_next_ns;       /* the next keepalive                             */
+	int64_t k_keep_ns, k_view_ns, k_retry_ns; /* its timing, as handed over    */
+	unsigned k_fails, k_errors; /* failures in a row; failures not yet counted */
+	bool k_gone;             /* etcd said it ended                             */
+	bool k_stop;
 };
 
 /* Node side (store_etcd_coord.c). */
