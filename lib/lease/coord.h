@@ -130,10 +130,10 @@ bool sl__coord_lease_report(const struct sl__coord_lease *x, uint64_t held, uint
  * of the cluster shares: together they keep etcd's backlog near the target.
  */
 #define SL__PACE_WINDOW_MIN 4u    /* operations a round, at the least        */
-#define SL__PACE_WINDOW_START 4u
+#define SL__PACE_WINDOW_START 16u
 #define SL__PACE_WINDOW_MAX 8192u
-#define SL__PACE_FAST_NS INT64_C(100000000) /* under: a round was fast         */
-#define SL__PACE_SLOW_NS INT64_C(300000000) /* over: a round was slow          */
+#define SL__PACE_FAST_NS INT64_C(250000000) /* under: a round was fast         */
+#define SL__PACE_SLOW_NS INT64_C(750000000) /* over: a round was slow          */
 
 struct sl__coord_pace {
 	uint32_t window;  /* operations the next round may write (0: not set up)  */

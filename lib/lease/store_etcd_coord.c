@@ -1153,6 +1153,7 @@ static bool collect(struct sl__coord_node *c, struct round *r, bool kicked, int6
 {
 	struct sl_lease *l;
 	size_t nl = 0, ops = 0;
+	long from = c->cursor; /* c->cursor moves as leases step */
 	int pass;
 
 	r->session = c->session;
@@ -1166,7 +1167,7 @@ static bool collect(struct sl__coord_node *c, struct round *r, bool kicked, int6
 		for (l = c->s->leases; l; l = l->next) {
 			size_t before = r->n, i;
 
-			if ((l->c_num > c->cursor) != (pass == 0))
+			if ((l->c_num > from) != (pass == 0))
 				continue;
 			if (!kicked && now < l->next_ns)
 				continue;
@@ -1352,6 +1353,7 @@ int sl__coord_open(sl_lease_store *s)
 {
 	struct sl__coord_node *c = calloc(1, sizeof(*c));
 	char id[SL_LEASE_ID_MAX], *colon;
+	pthread_condattr_t ca;
 	int rc;
 
 	if (!c)
@@ -1387,7 +1389,11 @@ int sl__coord_open(sl_lease_store *s)
 	c->cursor = -1;
 	pthread_mutex_init(&c->tlock, NULL);
 	pthread_mutex_init(&c->klock, NULL);
-	pthread_cond_init(&c->kcond, NULL);
+	/* The keeper waits for CLOCK_MONOTONIC deadlines (sl__lease_now_ns()). */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->kcond, &ca);
+	pthread_condattr_destroy(&ca);
 	s->coord = c;
 	return 0;
 }
