@@ -613,7 +613,7 @@ END_TEST
 
 START_TEST(a_pace_grows_on_fast_rounds_and_backs_off_on_slow_ones)
 {
-	struct sl__coord_pace p = { 0, 0, 0 };
+	struct sl__coord_pace p = { 0, 0, 0, 0 };
 	int64_t now = 1000 * MS, period = 250 * MS, cap = 4000 * MS, gap;
 	int i;
 

@@ -252,6 +252,7 @@ bool sl__coord_pace_due(struct sl__coord_pace *p, int64_t now)
 		p->window = SL__PACE_WINDOW_START;
 		p->gap_ns = 0;
 		p->next_ns = 0;
+		p->base_ns = 0;
 	}
 	if (now < p->next_ns)
 		return false;
@@ -275,15 +276,26 @@ void sl__coord_pace_done(struct sl__coord_pace *p, int64_t now, int64_t lat_ns, 
 {
 	int64_t first = period_ns / 4 > 0 ? period_ns / 4 : 1;
 
+	int64_t q;
+
 	if (!p->window)
 		p->window = SL__PACE_WINDOW_START;
-	if (failed || lat_ns > SL__PACE_SLOW_NS) {
+	/* The queueing: the latency above the least this writer has seen
+	 * (at most SL__PACE_BASE_MAX_NS, so that a first round in a storm is
+	 * not taken for the cluster's speed).  It never drifts up: a queue
+	 * that lasts would be learnt as the cluster's speed. */
+	if (!failed && (!p->base_ns || lat_ns < p->base_ns))
+		p->base_ns = lat_ns > 0 ? lat_ns : 1;
+	if (p->base_ns > SL__PACE_BASE_MAX_NS)
+		p->base_ns = SL__PACE_BASE_MAX_NS;
+	q = lat_ns - p->base_ns;
+	if (failed || q > SL__PACE_SLOW_NS) {
 		if (p->window > SL__PACE_WINDOW_MIN)
 			p->window = p->window / 2 > SL__PACE_WINDOW_MIN ? p->window / 2
 									 : SL__PACE_WINDOW_MIN;
 		else
 			p->gap_ns = p->gap_ns ? p->gap_ns * 2 : first;
-	} else if (lat_ns < SL__PACE_FAST_NS) {
+	} else if (q < SL__PACE_FAST_NS) {
 		if (p->gap_ns)
 			p->gap_ns = p->gap_ns / 2 >= first ? p->gap_ns / 2 : 0;
 		else if (p->window < SL__PACE_WINDOW_MAX)

@@ -124,21 +124,27 @@ bool sl__coord_lease_report(const struct sl__coord_lease *x, uint64_t held, uint
  * a full transaction each at once are twenty seconds of apply on a small
  * cluster, and every session runs out.  So a writer sends at most a window
  * of operations a round, and waits a gap between rounds: the window starts
- * small and doubles while the slowest write of a round answers fast; a slow
- * one (or a failed call) halves it, and once it is at its least, doubles
- * the gap instead.  Each writer follows its own latency, which every writer
+ * small and doubles while the slowest write of a round answers fast (within
+ * 100 ms of the least latency the writer has seen); a slow one (300 ms
+ * above it, or a failed call) halves it, and once it is at its least,
+ * doubles the gap instead.  Each writer follows its own latency, which every writer
  * of the cluster shares: together they keep etcd's backlog near the target.
  */
 #define SL__PACE_WINDOW_MIN 4u    /* operations a round, at the least        */
-#define SL__PACE_WINDOW_START 16u
+#define SL__PACE_WINDOW_START 4u
 #define SL__PACE_WINDOW_MAX 8192u
-#define SL__PACE_FAST_NS INT64_C(250000000) /* under: a round was fast         */
-#define SL__PACE_SLOW_NS INT64_C(750000000) /* over: a round was slow          */
+/* A round is fast when its slowest write took less than this above the
+ * least latency the writer has seen (its base: what the cluster takes to
+ * answer without a queue), slow above SL__PACE_SLOW_NS. */
+#define SL__PACE_FAST_NS INT64_C(100000000)
+#define SL__PACE_SLOW_NS INT64_C(300000000)
+#define SL__PACE_BASE_MAX_NS INT64_C(250000000)
 
 struct sl__coord_pace {
 	uint32_t window;  /* operations the next round may write (0: not set up)  */
 	int64_t gap_ns;   /* waited after a round before the next may write      */
 	int64_t next_ns;  /* the next round may write from then                  */
+	int64_t base_ns;  /* the least latency seen, drifting up (0: none yet)   */
 };
 
 /* May a round write at @now?  (An uninitialised pace is set up first; a
