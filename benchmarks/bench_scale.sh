@@ -45,7 +45,8 @@
 # Default configurations 10x1 30x1 100x1 10x10 100x10 1000x1 100x100
 # 1000x10 1000x100; --quick 10x1 100x10 1000x100 (under 20 minutes on 2
 # cores: deadlines join 180 s, joins' convergence 45 s, convergence 60 s).
-# --only NxB runs one.  scale.py's other options: --protocol, --period MS
+# --only NxB runs one.  scale.py's other options: --protocol (coordinated,
+# the default, or decentralized), --period MS
 # (250), --ttl MS (10000), --per-process P, --moved K, --measure S,
 # --timeout S, --join-timeout S, --settle-timeout S.
 # stdout, and appended to benchmarks/results/scale.jsonl.  bench_scale_node
@@ -59,7 +60,7 @@ SL_PROG=benchmarks/bench_scale.sh
 
 case ${1:-} in
 -h | --help)
-	sed -n '4,53p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '4,54p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 esac

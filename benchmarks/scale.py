@@ -4,7 +4,8 @@
 benchmark (run by bench_scale.sh, which says what it measures).
 
 One JSON line per configuration on stdout; progress on stderr.  Options:
-  --protocol decentralized|coordinated  (coordinated: URL ends in ?coordinated)
+  --protocol coordinated|decentralized  (coordinated, the default: the URL
+                     ends in ?coordinated)
   --period MS (250)  --ttl MS (10000)  --per-process P (100)
   --moved K (1)      budgets whose demand moves (b0..bK-1)
   --measure S        steady-state interval (20; --quick 10)

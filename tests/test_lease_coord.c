@@ -674,6 +674,9 @@ START_TEST(a_pace_grows_on_fast_rounds_and_backs_off_on_slow_ones)
 	ck_assert_int_eq(p.gap_ns, 500 * MS);
 	ck_assert(sl__coord_pace_due(&p, p.next_ns + 750 * MS));
 	ck_assert_int_eq(p.gap_ns, 125 * MS);
+	/* The quiet time is used once: asked again 100 ms on, it holds. */
+	ck_assert(sl__coord_pace_due(&p, p.next_ns + 100 * MS));
+	ck_assert_int_eq(p.gap_ns, 125 * MS);
 }
 END_TEST
 

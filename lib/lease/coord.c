@@ -267,6 +267,8 @@ bool sl__coord_pace_due(struct sl__coord_pace *p, int64_t now)
 			idle -= p->gap_ns;
 			p->gap_ns /= 2;
 		}
+		/* The quiet time used up here is not used again. */
+		p->next_ns = now - idle;
 	}
 	return true;
 }

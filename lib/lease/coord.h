@@ -144,7 +144,7 @@ struct sl__coord_pace {
 	uint32_t window;  /* operations the next round may write (0: not set up)  */
 	int64_t gap_ns;   /* waited after a round before the next may write      */
 	int64_t next_ns;  /* the next round may write from then                  */
-	int64_t base_ns;  /* the least latency seen, drifting up (0: none yet)   */
+	int64_t base_ns;  /* the least latency seen (0: none yet); never raised   */
 };
 
 /* May a round write at @now?  (An uninitialised pace is set up first; a

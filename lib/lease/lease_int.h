@@ -108,6 +108,7 @@ struct sl_lease {
 	/* The coordinated etcd protocol (store_etcd_coord.c): the run thread's. */
 	bool c_member;         /* its member key is in the store                     */
 	bool c_lim;            /* the budget's limits were read (blim): its demand  */
+	unsigned c_sweep;      /* the node's sweep it last stepped in (collect())   */
 	int64_t c_session;     /* the session its report was written under (0: none) */
 	uint64_t c_rep_held, c_rep_demand; /* the report as last written           */
 	uint64_t c_mfloor;     /* the floor our member key acknowledges: our fence's */

@@ -704,7 +704,8 @@ static void lease_register(struct sl_lease *l, struct round *r)
 	uint64_t base = l->c_mfloor, cnt, ev, claim, demand;
 	struct cwrite *w;
 
-	if (!l->c_lim) {
+	sl__lease_group_read(l->g, &cnt, &ev);
+	if (!l->c_lim && cnt <= base) {
 		/* The budget's limits first (read_limits()): a join then
 		 * reports what it asks for, and its first grant is its share,
 		 * not one for no demand followed by another. */
@@ -715,10 +716,11 @@ static void lease_register(struct sl_lease *l, struct round *r)
 		}
 		w->num = l->c_num;
 		w->limits = true;
+		w->rc = -EAGAIN; /* until read_limits() reads it */
 		snprintf(w->budget, sizeof(w->budget), "%s", l->budget);
 		return;
 	}
-	sl__lease_group_read(l->g, &cnt, &ev);
+	/* A claim reads the limits itself (join_compare()). */
 	/* Lower first: from here the group holds at most the claim. */
 	if (l->applied > max_u64(base, cnt))
 		sl__lease_apply(l, max_u64(base, cnt));
@@ -774,6 +776,11 @@ static void lease_step(struct sl__coord_node *c, struct sl_lease *l, struct roun
 	floor_to = x.grant_current ? g.floor : l->c_mfloor;
 	if (floor_to < l->floor) {
 		l->floor = floor_to;
+		sl__lease_publish(l);
+	} else if (min_u64(floor_to, l->c_mfloor) > l->floor) {
+		/* Back up to what the store counts for us in any case (a
+		 * lower floor not yet acknowledged, raised again). */
+		l->floor = min_u64(floor_to, l->c_mfloor);
 		sl__lease_publish(l);
 	}
 	/* A lower floor is acknowledged with the next report made for
@@ -1008,7 +1015,7 @@ static int join_compare(struct sl__coord_node *c, struct cwrite *w, int64_t sess
 	if (counted > w->lim.max || grow > w->lim.max - counted)
 		return -EBUSY;
 	snprintf(vbuf, sizeof(vbuf), "{\"counted\":\"%llu\"}", (unsigned long long)(counted + grow));
-	rep = rep_json(w->held, w->usage, w->held, session);
+	rep = rep_json(w->held, w->usage, w->demand, session);
 	if (!rep)
 		return -ENOMEM;
 	sl__etcd_key(c->st, rkey, w->budget, "rep", w->id);
@@ -1054,7 +1061,7 @@ static void round_done(struct sl__coord_node *c, struct round *r)
 				l->blim = w->lim;
 				l->c_lim = true;
 				l->next_ns = 0;
-			} else if (w->rc != -ENOENT) {
+			} else if (w->rc != -ENOENT && w->rc != -EAGAIN) {
 				l->counts.store_errors++;
 				if (!c->retry_ns)
 					retry_later(c);
@@ -1077,6 +1084,11 @@ static void round_done(struct sl__coord_node *c, struct round *r)
 			}
 			sl__lease_publish(l);
 			continue;
+		}
+		if (w->claim) {
+			/* join_compare() read them. */
+			l->blim = w->lim;
+			l->c_lim = true;
 		}
 		if (l->c_session != r->session)
 			l->counts.renewals++;
@@ -1144,50 +1156,55 @@ static void session_opts(struct sl__coord_node *c)
 		c->margin_ms = c->ttl_ms / 2;
 }
 
-/* Under s->lock: the leases due (all of them after a grant arrived) step,
- * until their writes fill the pace's window: the rest stay due, and the
- * next round starts after the last one that stepped, so that every lease
- * has its turn.  The budgets we hold a lease of are noted for the
- * elections. */
-static bool collect(struct sl__coord_node *c, struct round *r, bool kicked, int64_t now)
+/* Under s->lock: the budgets we hold a lease of, for the elections. */
+static void note_budgets(struct sl__coord_node *c, struct round *r)
 {
 	struct sl_lease *l;
-	size_t nl = 0, ops = 0;
-	long from = c->cursor; /* c->cursor moves as leases step */
-	int pass;
+	size_t nl = 0;
 
-	r->session = c->session;
 	for (l = c->s->leases; l; l = l->next)
 		nl++;
 	r->budgets = calloc(nl + 1, sizeof(*r->budgets));
-	for (l = c->s->leases; l; l = l->next)
-		if (r->budgets && l->c_member && l->c_session == c->session)
+	for (l = c->s->leases; l && r->budgets; l = l->next)
+		if (l->c_member && l->c_session == c->session)
 			snprintf(r->budgets[r->nb++], SL_LEASE_NAME_MAX, "%s", l->budget);
-	for (pass = 0; pass < 2; pass++) {
-		for (l = c->s->leases; l; l = l->next) {
-			size_t before = r->n, i;
+}
 
-			if ((l->c_num > from) != (pass == 0))
-				continue;
-			if (!kicked && now < l->next_ns)
-				continue;
-			if (ops >= c->pace.window)
-				return true; /* full: the rest wait for the next round */
-			if (now >= l->next_ns) {
-				l->next_ns += (int64_t)l->opts.period_ms * NS_PER_MS;
-				if (l->next_ns <= now)
-					l->next_ns = now + (int64_t)l->opts.period_ms * NS_PER_MS;
-			}
-			lease_step(c, l, r);
-			/* A read of the limits writes nothing. */
-			for (i = before; i < r->n; i++)
-				if (!r->w[i].limits)
-					ops += 1 + (r->w[i].member || r->w[i].mfloor) +
-					       2 * r->w[i].claim;
-			c->cursor = l->c_num;
+/* Under s->lock: the leases due (all of them after a grant arrived) step,
+ * until their writes fill the pace's window.  A lease steps once a sweep:
+ * the rest stay due and step in the next rounds before any lease steps
+ * again, so that every lease has its turn whatever the list's order.
+ * Returns whether the window stopped the sweep. */
+static bool collect(struct sl__coord_node *c, struct round *r, bool kicked, int64_t now)
+{
+	struct sl_lease *l;
+	size_t ops = 0;
+
+	r->session = c->session;
+	if (!c->sweep)
+		c->sweep = 1; /* a new lease's c_sweep is 0 */
+	for (l = c->s->leases; l; l = l->next) {
+		size_t before = r->n, i;
+
+		if (!kicked && now < l->next_ns)
+			continue;
+		if (l->c_sweep == c->sweep)
+			continue; /* stepped in this sweep already */
+		if (ops >= c->pace.window)
+			return true; /* full: the rest wait for the next round */
+		if (now >= l->next_ns) {
+			l->next_ns += (int64_t)l->opts.period_ms * NS_PER_MS;
+			if (l->next_ns <= now)
+				l->next_ns = now + (int64_t)l->opts.period_ms * NS_PER_MS;
 		}
+		l->c_sweep = c->sweep;
+		lease_step(c, l, r);
+		/* A read of the limits writes nothing. */
+		for (i = before; i < r->n; i++)
+			if (!r->w[i].limits)
+				ops += 1 + (r->w[i].member || r->w[i].mfloor) + 2 * r->w[i].claim;
 	}
-	c->cursor = -1;
+	c->sweep = c->sweep + 1 ? c->sweep + 1 : 1;
 	return false;
 }
 
@@ -1220,14 +1237,18 @@ static int watches(struct sl__coord_node *c)
 int sl__coord_run(sl_lease_store *s)
 {
 	struct sl__coord_node *c = s->coord;
-	int krc = keeper_start(c);
+	int krc;
 
+	if (atomic_load_explicit(&s->stop, memory_order_acquire))
+		return 0;
+	krc = keeper_start(c);
 	if (krc)
 		return krc;
 
 	while (!atomic_load_explicit(&s->stop, memory_order_acquire)) {
 		int64_t now = sl__lease_now_ns(), wake = now + INT64_C(100000000), sent = 0;
 		struct round r = { NULL, 0, 0, 0, NULL, 0 };
+		int64_t lead = 0;
 		bool kicked, renew, any, drop;
 		struct sl_lease *l;
 		size_t i;
@@ -1271,14 +1292,19 @@ int sl__coord_run(sl_lease_store *s)
 		drop = c->lost_session;
 		c->lost_session = false;
 		now = sl__lease_now_ns();
-		if (c->session && (!c->retry_ns || now >= c->retry_ns) &&
-		    sl__coord_pace_due(&c->pace, now)) {
+		if (c->retry_ns && now >= c->retry_ns)
+			c->retry_ns = 0; /* a retry due: whatever the pace says */
+		if (c->session && !c->retry_ns) {
+			/* The coordinator's work follows its own pace. */
+			note_budgets(c, &r);
+			lead = c->session;
+		}
+		if (c->session && !c->retry_ns && sl__coord_pace_due(&c->pace, now)) {
 			/* A grant seen while paced waits for this round. */
 			pthread_mutex_lock(&c->tlock);
 			kicked = c->kicked;
 			c->kicked = false;
 			pthread_mutex_unlock(&c->tlock);
-			c->retry_ns = 0;
 			if (collect(c, &r, kicked, now) && kicked) {
 				pthread_mutex_lock(&c->tlock);
 				c->kicked = true;
@@ -1308,8 +1334,9 @@ int sl__coord_run(sl_lease_store *s)
 				}
 			}
 			sl__coord_pace_end(c, &c->pace);
-			sl__coord_lead(c, sl__lease_now_ns(), r.budgets, r.nb, r.session);
 		}
+		if (lead)
+			sl__coord_lead(c, sl__lease_now_ns(), r.budgets, r.nb, lead);
 
 		/* 5. Under the lock: what the store said. */
 		pthread_mutex_lock(&s->lock);
@@ -1318,11 +1345,11 @@ int sl__coord_run(sl_lease_store *s)
 		 * a session, or waiting to retry, a lease past its period
 		 * would wake the loop at once, again and again. */
 		now = sl__lease_now_ns();
-		if (c->session && (!c->retry_ns || now >= c->retry_ns) && now < c->pace.next_ns) {
+		if (c->session && !c->retry_ns && now < c->pace.next_ns) {
 			/* Paced: nothing is written before then. */
 			if (c->pace.next_ns < wake)
 				wake = c->pace.next_ns;
-		} else if (c->session && (!c->retry_ns || now >= c->retry_ns)) {
+		} else if (c->session && !c->retry_ns) {
 			for (l = s->leases; l; l = l->next)
 				if (l->next_ns < wake)
 					wake = l->next_ns;
@@ -1334,7 +1361,7 @@ int sl__coord_run(sl_lease_store *s)
 		if (c->session && c->view_end_ns < wake)
 			wake = c->view_end_ns;
 		if (c->retry_ns && c->retry_ns < wake)
-			wake = c->retry_ns;
+			wake = c->retry_ns > now ? c->retry_ns : now;
 		if (c->plan_wake_ns && c->plan_wake_ns < wake)
 			wake = c->plan_wake_ns;
 		c->plan_wake_ns = 0;
@@ -1386,7 +1413,6 @@ int sl__coord_open(sl_lease_store *s)
 	c->conn.current = (size_t)(c->st->nonce % c->conn.n_endpoints);
 	c->kconn.current = c->conn.current;
 	c->rnd = (uint64_t)sl__lease_now_ns() ^ c->st->nonce;
-	c->cursor = -1;
 	pthread_mutex_init(&c->tlock, NULL);
 	pthread_mutex_init(&c->klock, NULL);
 	/* The keeper waits for CLOCK_MONOTONIC deadlines (sl__lease_now_ns()). */

@@ -115,7 +115,7 @@ struct sl__coord_node {
 	struct sl__coord_pace pace, lpace;
 	int64_t lat_ns;
 	bool lat_failed;
-	long cursor;             /* the lease a paced round stopped before (-1)     */
+	unsigned sweep;          /* collect()'s: a lease steps once a sweep          */
 	/* The keeper: the session's keepalives, on a thread and a connection
 	 * of their own, so that no slow call of a round (a coordinator's read
 	 * of a thousand members, a txn behind etcd's backlog) delays them. */

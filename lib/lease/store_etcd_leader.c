@@ -800,8 +800,11 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 		pthread_mutex_lock(&c->tlock);
 		e = elect_of(c, budgets[i], true);
 		if (e && (!e->held || e->mine) && !led_of(c, budgets[i])) {
+			/* Our own key is taken back at once: no one else
+			 * can win it. */
 			if (!e->campaign_ns)
-				e->campaign_ns = now + campaign_delay(c, budgets[i], rnd_next(c));
+				e->campaign_ns = e->mine ? now
+							 : now + campaign_delay(c, budgets[i], rnd_next(c));
 			go = now >= e->campaign_ns;
 			if (go)
 				e->campaign_ns = 0;
