@@ -441,8 +441,9 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 	struct sl__etcd_hdr hdr = { 0, 0 };
 	struct sl__celect *e;
 	json_t *req, *resp = NULL, *kv, *doc;
-	int64_t rev = 0, term = 0;
+	int64_t rev = 0, term = 0, t0;
 	bool ok, ours = false;
+	int rc;
 
 	coord_key(c, key, name);
 	coord_value(c, val, sizeof(val));
@@ -450,11 +451,16 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 			sl__coord_cmp(key, "CREATE", "create_revision", "EQUAL", 0), "success",
 			sl__coord_op_put(key, val, session), "failure", "request_range", "key",
 			sl__etcd_b64s(key));
-	if (!req || sl__etcd_call(&c->conn, "/v3/kv/txn", req, &resp, &hdr)) {
-		json_decref(req);
+	t0 = sl__lease_now_ns();
+	rc = req ? sl__etcd_call(&c->conn, "/v3/kv/txn", req, &resp, &hdr) : -ENOMEM;
+	json_decref(req);
+	/* For the pace, as sl__coord_wtxn() notes its writes. */
+	if (sl__lease_now_ns() - t0 > c->lat_ns)
+		c->lat_ns = sl__lease_now_ns() - t0;
+	if (rc) {
+		c->lat_failed = c->lat_failed || rc != -ENOMEM;
 		return;
 	}
-	json_decref(req);
 	rev = hdr.revision;
 	ok = json_is_true(json_object_get(resp, "succeeded"));
 	kv = ok ? NULL : sl__etcd_txn_kv(resp, 0);
@@ -790,6 +796,17 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 		pp = &b->next;
 	}
 	pthread_mutex_unlock(&c->tlock);
+	/* Campaigns and grants are writes: they follow the pace (coord.h),
+	 * and a round writes at most its window.  A thousand nodes joining a
+	 * hundred budgets would otherwise send thousands of campaigns at
+	 * once, each a raft entry. */
+	if (!sl__coord_pace_due(&c->lpace, now)) {
+		if (!c->plan_wake_ns || c->lpace.next_ns < c->plan_wake_ns)
+			c->plan_wake_ns = c->lpace.next_ns;
+		return;
+	}
+	allow = c->lpace.window;
+	sl__coord_pace_begin(c);
 	/* Campaign for the budgets of our leases that have no coordinator,
 	 * each after a random part of a period, so that the first to win is
 	 * seen by the others before they try. */
@@ -806,26 +823,24 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 				e->campaign_ns = e->mine ? now
 							 : now + campaign_delay(c, budgets[i], rnd_next(c));
 			go = now >= e->campaign_ns;
+			if (go && !allow) {
+				/* The window is full: at the next round. */
+				go = false;
+				c->plan_wake_ns = now;
+			}
 			if (go)
 				e->campaign_ns = 0;
 		}
 		pthread_mutex_unlock(&c->tlock);
-		if (go)
+		if (go) {
 			campaign(c, budgets[i], session);
+			allow--;
+		}
 	}
 	/* Each budget is planned at most once a quarter period: the changes
 	 * of a burst (members joining, reports after a move) are gathered
 	 * into one plan, not one plan and its grants each.  Their writes
 	 * follow the pace (coord.h): a round writes at most its window. */
-	if (!c->led)
-		return;
-	if (!sl__coord_pace_due(&c->lpace, now)) {
-		if (!c->plan_wake_ns || c->lpace.next_ns < c->plan_wake_ns)
-			c->plan_wake_ns = c->lpace.next_ns;
-		return;
-	}
-	allow = c->lpace.window;
-	sl__coord_pace_begin(c);
 	for (b = c->led; b; b = b->next) {
 		bool dirty;
 
