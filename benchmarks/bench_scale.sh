@@ -40,7 +40,8 @@
 #                   budgets are read, plus one other budget in rotation
 #                   (reading all of 100 budgets x 1,000 members every 100 ms
 #                   would load etcd more than the participants do); the
-#                   reads (budget_reads) start after registration;
+#                   reads (budget_reads) start after registration, and are
+#                   serializable, from a member that is not the leader;
 #                   read_round_ms: how long a round of reads really took
 # Default configurations 10x1 30x1 100x1 10x10 100x10 1000x1 100x100
 # 1000x10 1000x100; --quick 10x1 100x10 1000x100 (under 20 minutes on 2
@@ -60,7 +61,7 @@ SL_PROG=benchmarks/bench_scale.sh
 
 case ${1:-} in
 -h | --help)
-	sed -n '4,54p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '4,55p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 esac
