@@ -93,15 +93,21 @@ int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok
 int sl__coord_wtxn(struct sl__coord_node *c, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
 		   json_t **resp)
 {
-	int64_t t0 = sl__lease_now_ns(), dt;
+	int64_t t0 = sl__lease_now_ns();
 	int rc = sl__coord_txn(&c->conn, cmp, ops, ok, rev, resp);
 
-	dt = sl__lease_now_ns() - t0;
+	sl__coord_note_lat(c, t0, rc);
+	return rc;
+}
+
+void sl__coord_note_lat(struct sl__coord_node *c, int64_t t0, int rc)
+{
+	int64_t dt = sl__lease_now_ns() - t0;
+
 	if (dt > c->lat_ns)
 		c->lat_ns = dt;
 	if (rc && rc != -ENOMEM)
 		c->lat_failed = true;
-	return rc;
 }
 
 void sl__coord_pace_begin(struct sl__coord_node *c)
@@ -319,18 +325,24 @@ static int grants_watch_start(struct sl__coord_node *c)
 /* A failed store call is tried again after a quarter period, doubling with
  * each failure in a row up to a quarter of the lease's own view: a cluster
  * that is slow to answer is not asked again and again by every node. */
-static void retry_later(struct sl__coord_node *c)
+static int64_t backoff(int64_t first, int64_t cap, unsigned *fails)
 {
-	int64_t d = (int64_t)c->period_ms * NS_PER_MS / 4;
-	int64_t cap = ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS / 4;
+	int64_t d = first;
 
-	for (unsigned i = 0; i < c->fails && d < cap; i++)
+	for (unsigned i = 0; i < *fails && d < cap; i++)
 		d *= 2;
 	if (d > cap && cap > 0)
 		d = cap;
-	if (c->fails < 16)
-		c->fails++;
-	c->retry_ns = sl__lease_now_ns() + d;
+	if (*fails < 16)
+		(*fails)++;
+	return d;
+}
+
+static void retry_later(struct sl__coord_node *c)
+{
+	c->retry_ns = sl__lease_now_ns() +
+		      backoff((int64_t)c->period_ms * NS_PER_MS / 4,
+			      ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS / 4, &c->fails);
 }
 
 static int64_t keep_ms(const struct sl__coord_node *c)
@@ -426,15 +438,8 @@ static void *keeper_main(void *arg)
 		} else if (rc == -ENOENT) {
 			c->k_gone = true;
 		} else {
-			int64_t d = c->k_retry_ns, cap = c->k_view_ns / 4;
-
-			for (unsigned i = 0; i < c->k_fails && d < cap; i++)
-				d *= 2;
-			if (d > cap && cap > 0)
-				d = cap;
-			if (c->k_fails < 16)
-				c->k_fails++;
-			c->k_next_ns = sl__lease_now_ns() + d;
+			c->k_next_ns = sl__lease_now_ns() +
+				       backoff(c->k_retry_ns, c->k_view_ns / 4, &c->k_fails);
 		}
 		if (rc) {
 			/* The run thread counts it (a store error each lease,
@@ -475,6 +480,21 @@ static void keeper_stop(struct sl__coord_node *c)
 	c->keeper_on = false;
 }
 
+/* Under s->lock: every lease registered in this session was renewed with
+ * it, to c->view_end_ns. */
+static void renewed(struct sl__coord_node *c)
+{
+	struct sl_lease *l;
+
+	for (l = c->s->leases; l; l = l->next) {
+		if (l->c_session != c->session)
+			continue;
+		l->counts.renewals++;
+		l->expiry_ns = c->view_end_ns;
+		sl__lease_publish(l);
+	}
+}
+
 /* Under s->lock: what the keeper found since.  A renewal moves our view
  * (and every lease's of this session); an end etcd said, or errors, are
  * counted here. */
@@ -509,14 +529,7 @@ static void keeper_sync(struct sl__coord_node *c)
 		return;
 	c->fails = 0;
 	c->view_end_ns = view;
-	/* Every lease registered in this session was renewed with it. */
-	for (l = c->s->leases; l; l = l->next) {
-		if (l->c_session != c->session)
-			continue;
-		l->counts.renewals++;
-		l->expiry_ns = c->view_end_ns;
-		sl__lease_publish(l);
-	}
+	renewed(c);
 }
 
 /* Under s->lock: every lease to its floor, the session gone (our own view
@@ -607,14 +620,7 @@ static void session_done(struct sl__coord_node *c, int rc, int64_t sent)
 	c->view_end_ns = sent + ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS;
 	c->keep_next_ns = sent + keep_ms(c) * NS_PER_MS;
 	keeper_hand(c);
-	/* Every lease registered in this session was renewed with it. */
-	for (l = c->s->leases; l; l = l->next) {
-		if (l->c_session != c->session)
-			continue;
-		l->counts.renewals++;
-		l->expiry_ns = c->view_end_ns;
-		sl__lease_publish(l);
-	}
+	renewed(c);
 }
 
 /* ---- the work of one round: decided under s->lock, sent without it ------- */

@@ -158,6 +158,8 @@ int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok
  * c->lat_ns and c->lat_failed for the pacing. */
 int sl__coord_wtxn(struct sl__coord_node *c, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
 		   json_t **resp);
+/* Note for the pacing a write call begun at @t0 that answered @rc. */
+void sl__coord_note_lat(struct sl__coord_node *c, int64_t t0, int rc);
 /* Pacing's round: begin (the noted latency cleared), and the caller's
  * pace told how it went if anything was written. */
 void sl__coord_pace_begin(struct sl__coord_node *c);

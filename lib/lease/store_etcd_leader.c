@@ -454,13 +454,9 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 	t0 = sl__lease_now_ns();
 	rc = req ? sl__etcd_call(&c->conn, "/v3/kv/txn", req, &resp, &hdr) : -ENOMEM;
 	json_decref(req);
-	/* For the pace, as sl__coord_wtxn() notes its writes. */
-	if (sl__lease_now_ns() - t0 > c->lat_ns)
-		c->lat_ns = sl__lease_now_ns() - t0;
-	if (rc) {
-		c->lat_failed = c->lat_failed || rc != -ENOMEM;
+	sl__coord_note_lat(c, t0, rc);
+	if (rc)
 		return;
-	}
 	rev = hdr.revision;
 	ok = json_is_true(json_object_get(resp, "succeeded"));
 	kv = ok ? NULL : sl__etcd_txn_kv(resp, 0);
