@@ -246,6 +246,11 @@ bool sl__coord_lease_report(const struct sl__coord_lease *x, uint64_t held, uint
 
 /* ---- pacing -------------------------------------------------------------- */
 
+int64_t sl__coord_pace_cap(int64_t view_ns)
+{
+	return view_ns > INT64_MAX / 2 ? INT64_MAX : 2 * view_ns;
+}
+
 bool sl__coord_pace_due(struct sl__coord_pace *p, int64_t now)
 {
 	if (!p->window) {

@@ -121,18 +121,30 @@ bool sl__coord_lease_report(const struct sl__coord_lease *x, uint64_t held, uint
  * budgets it leads), by the latency etcd answers with.  etcd applies every
  * write on every member, and a leader that is more than a second behind in
  * applying answers every keepalive "unavailable": a thousand nodes sending
- * a full transaction each at once are twenty seconds of apply on a small
- * cluster, and every session runs out.  So a writer sends at most a window
+ * a full transaction each at once are seconds of apply on a small cluster,
+ * and every session runs out.  So a writer sends at most a window
  * of operations a round, and waits a gap between rounds: the window starts
  * small and doubles while the slowest write of a round answers fast (within
  * 100 ms of the least latency the writer has seen); a slow one (300 ms
  * above it, or a failed call) halves it, and once it is at its least,
  * doubles the gap instead.  Each writer follows its own latency, which every writer
  * of the cluster shares: together they keep etcd's backlog near the target.
+ * A node's failed keepalive counts as a slow round of both of its writers
+ * (store_etcd_coord.c): every node hears of a backlog past a second within
+ * a keepalive interval, sooner than from its own writes queued behind it.
+ *
+ * The window starts at its least.  etcd's cost is per entry of its log and
+ * per key: alone, three members on two cores took 1,780 one-key
+ * transactions a second, or 242 of 128 keys; beside a thousand bench
+ * nodes, about 250 entries and 2,000 keys a second: there, a thousand
+ * first rounds of four keys are two seconds of backlog already.
  */
 #define SL__PACE_WINDOW_MIN 4u    /* operations a round, at the least        */
 #define SL__PACE_WINDOW_START 4u
 #define SL__PACE_WINDOW_MAX 8192u
+/* A txn carries at most this many operations (etcd's --max-txn-ops, 128 by
+ * default), the compares apart. */
+#define SL__COORD_TXN_OPS 126u
 /* A round is fast when its slowest write took less than this above the
  * least latency the writer has seen (its base: what the cluster takes to
  * answer without a queue), slow above SL__PACE_SLOW_NS. */
@@ -146,6 +158,12 @@ struct sl__coord_pace {
 	int64_t next_ns;  /* the next round may write from then                  */
 	int64_t base_ns;  /* the least latency seen (0: none yet); never raised   */
 };
+
+/* The longest gap of a writer whose session's own view lasts @view_ns: two
+ * views.  A fleet's least load is its number of writers over it: half a
+ * view let a thousand writers keep a slow cluster busy (the fleet model of
+ * tests/test_lease_coord.c took 407 s, not 222). */
+int64_t sl__coord_pace_cap(int64_t view_ns);
 
 /* May a round write at @now?  (An uninitialised pace is set up first; a
  * writer quiet for longer than its gap has it halved for each gap.) */

@@ -297,7 +297,10 @@ int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t
 			rc = timed_out ? -ETIMEDOUT : last;
 			break;
 		}
-		if (untried > 1 && left / (int64_t)untried > ETCD_ATTEMPT_MIN_MS)
+		if (c->patient && untried > 1 &&
+		    left > ETCD_ATTEMPT_MIN_MS * (int64_t)untried)
+			per = left - ETCD_ATTEMPT_MIN_MS * (int64_t)(untried - 1);
+		else if (untried > 1 && left / (int64_t)untried > ETCD_ATTEMPT_MIN_MS)
 			per = left / (int64_t)untried;
 		else if (untried > 1 && left > ETCD_ATTEMPT_MIN_MS)
 			per = ETCD_ATTEMPT_MIN_MS;

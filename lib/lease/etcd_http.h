@@ -33,6 +33,12 @@ struct sl__etcd_conn {
 	size_t n_endpoints;
 	size_t current;      /* the endpoint that answered last: tried first */
 	uint32_t timeout_ms; /* the bound of one sl__etcd_call(), all retries included */
+	/* Writes that cost etcd an entry even when abandoned: the first
+	 * member tried gets all of the time but ETCD_ATTEMPT_MIN_MS for each
+	 * other, not an even share (a queue of a second behind a join storm
+	 * is not a dead member, and a write sent again to the next is a
+	 * second entry for etcd to apply). */
+	bool patient;
 	void *curl;          /* a CURL easy handle, reused so connections stay open */
 	char *buf;           /* the response body being received */
 	size_t len, cap;

@@ -28,9 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-/* A txn carries at most this many operations (etcd's --max-txn-ops, 128 by
- * default), the compares apart. */
-#define TXN_OPS 126
+#define TXN_OPS SL__COORD_TXN_OPS
 /* Raises acknowledged in one txn: two puts and a compare each at most. */
 #define RAISES_PER_TXN 60
 
@@ -60,8 +58,9 @@ json_t *sl__coord_cmp(const char *key, const char *target, const char *field, co
 			 result, field, sl__etcd_int(v));
 }
 
-int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
-		  json_t **resp)
+/* A txn of @cmp, @ops on success and @fail (may be NULL) on failure. */
+static int txn_call(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, json_t *fail, bool *ok,
+		    int64_t *rev, json_t **resp)
 {
 	json_t *req, *r = NULL;
 	struct sl__etcd_hdr hdr = { 0, 0 };
@@ -70,11 +69,18 @@ int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok
 	if (!cmp || !ops) {
 		json_decref(cmp);
 		json_decref(ops);
+		json_decref(fail);
 		return -ENOMEM;
 	}
 	req = json_pack("{s:o,s:o}", "compare", cmp, "success", ops);
-	if (!req)
+	if (!req) {
+		json_decref(fail);
 		return -ENOMEM;
+	}
+	if (fail && json_object_set_new(req, "failure", fail)) {
+		json_decref(req);
+		return -ENOMEM;
+	}
 	rc = sl__etcd_call(conn, "/v3/kv/txn", req, &r, &hdr);
 	json_decref(req);
 	if (rc)
@@ -88,6 +94,18 @@ int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok
 	else
 		json_decref(r);
 	return 0;
+}
+
+json_t *sl__coord_watch_read(const char *key, const char *end)
+{
+	return json_pack("{s:o,s:o,s:b}", "key", sl__etcd_b64s(key), "range_end",
+			 sl__etcd_b64s(end), "serializable", 1);
+}
+
+int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
+		  json_t **resp)
+{
+	return txn_call(conn, cmp, ops, NULL, ok, rev, resp);
 }
 
 int sl__coord_wtxn(struct sl__coord_node *c, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
@@ -116,15 +134,23 @@ void sl__coord_pace_begin(struct sl__coord_node *c)
 	c->lat_failed = false;
 }
 
+/* @p after a round whose slowest write took @lat_ns (@failed: a call
+ * failed). */
+static void pace_note(struct sl__coord_node *c, struct sl__coord_pace *p, int64_t lat_ns,
+		      bool failed)
+{
+	int64_t cap = sl__coord_pace_cap(((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS);
+
+	c->rnd = c->rnd * 6364136223846793005ull + 1442695040888963407ull;
+	sl__coord_pace_done(p, sl__lease_now_ns(), lat_ns, failed,
+			    (int64_t)c->period_ms * NS_PER_MS, cap, c->rnd >> 16);
+}
+
 void sl__coord_pace_end(struct sl__coord_node *c, struct sl__coord_pace *p)
 {
-	int64_t cap = ((int64_t)c->ttl_ms - (int64_t)c->margin_ms) * NS_PER_MS / 2;
-
 	if (c->lat_ns < 0 && !c->lat_failed)
 		return; /* nothing written: nothing learnt */
-	c->rnd = c->rnd * 6364136223846793005ull + 1442695040888963407ull;
-	sl__coord_pace_done(p, sl__lease_now_ns(), c->lat_ns, c->lat_failed,
-			    (int64_t)c->period_ms * NS_PER_MS, cap, c->rnd >> 16);
+	pace_note(c, p, c->lat_ns, c->lat_failed);
 }
 
 static int get_i64(json_t *o, const char *f, int64_t *out)
@@ -304,7 +330,9 @@ static int grants_watch_start(struct sl__coord_node *c)
 	/* The prefix ends in ':': the range end is its successor. */
 	memcpy(end, key, strlen(key) + 1);
 	end[strlen(end) - 1]++;
-	req = json_pack("{s:o,s:o}", "key", sl__etcd_b64s(key), "range_end", sl__etcd_b64s(end));
+	/* Serializable (sl__coord_watch_read()): the watch from its revision
+	 * on brings whatever a member behind had not yet applied. */
+	req = sl__coord_watch_read(key, end);
 	if (!req)
 		return -ENOMEM;
 	rc = sl__etcd_call(&c->conn, "/v3/kv/range", req, &resp, &hdr);
@@ -443,7 +471,7 @@ static void *keeper_main(void *arg)
 		}
 		if (rc) {
 			/* The run thread counts it (a store error each lease,
-			 * or the fall). */
+			 * or the fall), and slows its writes down. */
 			c->k_errors++;
 			pthread_mutex_unlock(&c->klock);
 			sl__coord_kick(c);
@@ -495,6 +523,18 @@ static void renewed(struct sl__coord_node *c)
 	}
 }
 
+/* On the run thread: @p as after a failed round, at once. */
+static void slowed(struct sl__coord_node *c, struct sl__coord_pace *p)
+{
+	int64_t next = p->next_ns;
+
+	/* Not sl__coord_pace_due(): time spent waiting on a slow answer is
+	 * not quiet time, and would shorten the gap. */
+	pace_note(c, p, 0, true);
+	if (p->next_ns < next)
+		p->next_ns = next; /* a gap already running is not cut short */
+}
+
 /* Under s->lock: what the keeper found since.  A renewal moves our view
  * (and every lease's of this session); an end etcd said, or errors, are
  * counted here. */
@@ -520,11 +560,20 @@ static void keeper_sync(struct sl__coord_node *c)
 		fence_all(c);
 		return;
 	}
-	if (errors)
+	if (errors) {
 		for (l = c->s->leases; l; l = l->next) {
 			l->counts.store_errors += errors;
 			sl__lease_publish(l);
 		}
+		/* A keepalive failed: etcd's leader answers "unavailable"
+		 * when it is more than a second behind in applying, and a
+		 * session that cannot be renewed for its ttl is lost.  Every
+		 * node hears it within a keepalive interval, sooner than its
+		 * own writes queued behind that second answer: both paces
+		 * take it as a slow round. */
+		slowed(c, &c->pace);
+		slowed(c, &c->lpace);
+	}
 	if (!view)
 		return;
 	c->fails = 0;
@@ -891,8 +940,12 @@ static void read_limits(struct sl__coord_node *c, struct round *r)
 			if (!r->w[i].limits)
 				continue;
 			sl__etcd_key(c->st, key, r->w[i].budget, NULL, NULL);
-			json_array_append_new(ops, json_pack("{s:{s:o}}", "request_range", "key",
-							     sl__etcd_b64s(key)));
+			/* Serializable: the limits only size the report's
+			 * demand (a claim compares the version), and a
+			 * linearizable read waits for etcd's apply, which a
+			 * join storm puts behind. */
+			json_array_append_new(ops, json_pack("{s:{s:o,s:b}}", "request_range", "key",
+							     sl__etcd_b64s(key), "serializable", 1));
 			at[k++] = i;
 		}
 		if (!k) {
@@ -948,35 +1001,66 @@ static int raise_ops(struct sl__coord_node *c, const struct cwrite *w, int64_t s
 }
 
 /* Send the writes @w[0..n) that acknowledge raises: one txn, each with the
- * compare of its grant; a txn that fails (a grant moved) is sent again one
- * write at a time, so that one moved grant holds back no other. */
+ * compare of its grant.  A txn that fails (a grant moved) reads the grants'
+ * revisions instead, and the writes whose grant did not move are sent again
+ * together: one moved grant holds back no other, at the cost of one more
+ * txn, not one a write (etcd's cost is per txn). */
 static void send_raises(struct sl__coord_node *c, struct cwrite **w, size_t n, int64_t session)
 {
-	json_t *ops = json_array(), *cmp = json_array();
+	json_t *ops = json_array(), *cmp = json_array(), *fail = json_array(), *resp = NULL;
+	int64_t t0 = sl__lease_now_ns();
+	size_t i, k = 0;
 	bool ok = false;
-	size_t i;
 	int rc = 0;
 
-	for (i = 0; i < n && ops && cmp && !rc; i++)
+	for (i = 0; i < n && ops && cmp && fail && !rc; i++) {
+		char key[SL__ETCD_KEY_MAX];
+
 		rc = raise_ops(c, w[i], session, ops, cmp);
-	if (rc) {
+		grants_key(c, key, w[i]->id);
+		json_array_append_new(fail, json_pack("{s:{s:o,s:b}}", "request_range", "key",
+						      sl__etcd_b64s(key), "keys_only", 1));
+	}
+	if (rc || !fail) {
 		json_decref(ops);
 		json_decref(cmp);
+		json_decref(fail);
 	} else {
-		/* NULL arrays: sl__coord_txn() answers -ENOMEM. */
-		rc = sl__coord_wtxn(c, cmp, ops, &ok, NULL, NULL);
+		/* NULL arrays: txn_call() answers -ENOMEM. */
+		rc = txn_call(&c->conn, cmp, ops, fail, &ok, NULL, &resp);
+		sl__coord_note_lat(c, t0, rc);
 	}
-	if (!rc && ok) {
+	if (rc || ok) {
 		for (i = 0; i < n; i++)
-			w[i]->rc = 0;
+			w[i]->rc = rc;
+		json_decref(resp);
 		return;
 	}
-	if (n == 1) {
-		w[0]->rc = rc ? rc : -EAGAIN;
+	/* The grants that did not move, first in @w; the others again when
+	 * their new grant is seen. */
+	for (i = 0; i < n; i++) {
+		json_t *kv = sl__etcd_txn_kv(resp, i);
+		int64_t mod = 0; /* no key: etcd compares a revision of 0 */
+		struct cwrite *x = w[i];
+
+		if (kv)
+			sl__etcd_get_int(json_object_get(kv, "mod_revision"), 0, &mod);
+		if (mod == x->g_rev) {
+			w[i] = w[k];
+			w[k++] = x;
+		} else {
+			x->rc = -EAGAIN;
+		}
+	}
+	json_decref(resp);
+	if (k == n) {
+		/* None moved, so the failure came between: later. */
+		for (i = 0; i < n; i++)
+			w[i]->rc = -EAGAIN;
 		return;
 	}
-	for (i = 0; i < n; i++)
-		send_raises(c, &w[i], 1, session);
+	if (k)
+		send_raises(c, w, k, session);
 }
 
 /*
@@ -1408,6 +1492,9 @@ int sl__coord_open(sl_lease_store *s)
 		free(c);
 		return rc;
 	}
+	/* The run thread's writes are paced by their latency: a slow answer
+	 * is waited for, not sent again to another member (etcd_http.h). */
+	c->conn.patient = true;
 	rc = sl__etcd_conn_init(&c->kconn, c->st->hosts, c->st->hosts_len, c->st->conn.timeout_ms);
 	if (rc) {
 		sl__etcd_conn_fini(&c->conn);

@@ -151,6 +151,10 @@ json_t *sl__coord_op_put(const char *key, const char *value, int64_t lease);
 json_t *sl__coord_op_del(const char *key);
 json_t *sl__coord_cmp(const char *key, const char *target, const char *field, const char *result,
 		      int64_t v);
+/* A range request of [@key, @end) to start a watch from: serializable, so
+ * that a member behind in applying answers at once (the watch from the
+ * answer's revision on brings the rest). */
+json_t *sl__coord_watch_read(const char *key, const char *end);
 /* One txn on @conn (the caller serializes its use). */
 int sl__coord_txn(struct sl__etcd_conn *conn, json_t *cmp, json_t *ops, bool *ok, int64_t *rev,
 		  json_t **resp);

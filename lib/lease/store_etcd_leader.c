@@ -134,13 +134,6 @@ static void coord_reset(void *ctx, int err)
 	sl__coord_lost(c, &c->cw_lost);
 }
 
-/* The range [@key, its successor) for a key ending in '/'. */
-static json_t *range_req(const char *key, char *end)
-{
-	sl__etcd_prefix_end(end, key);
-	return json_pack("{s:o,s:o}", "key", sl__etcd_b64s(key), "range_end", sl__etcd_b64s(end));
-}
-
 /* On the run thread's connection. */
 static int range_read(struct sl__coord_node *c, json_t *req, json_t **resp, int64_t *rev)
 {
@@ -180,7 +173,11 @@ int sl__coord_elect_start(struct sl__coord_node *c)
 	int rc;
 
 	snprintf(key, sizeof(key), "%s/coord/", c->st->prefix);
-	rc = range_read(c, range_req(key, end), &resp, &rev);
+	sl__etcd_prefix_end(end, key);
+	/* Serializable: a key a member behind does not show yet, or shows
+	 * gone too late, costs at most a campaign that fails its compare, or
+	 * a wait for the watch to say the key went. */
+	rc = range_read(c, sl__coord_watch_read(key, end), &resp, &rev);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&c->tlock);
