@@ -48,8 +48,10 @@
 # cores: deadlines join 180 s, joins' convergence 45 s, convergence 60 s).
 # --only NxB runs one.  scale.py's other options: --protocol (coordinated,
 # the default, or decentralized), --period MS
-# (250), --ttl MS (10000), --per-process P, --moved K, --measure S,
-# --timeout S, --join-timeout S, --settle-timeout S.
+# (250), --ttl MS (10000), --ramp MS (0: participant I starts I x MS / N
+# after the first, a fleet rolled out rather than started within a second),
+# --per-process P, --moved K, --measure S, --timeout S, --join-timeout S,
+# --settle-timeout S.
 # stdout, and appended to benchmarks/results/scale.jsonl.  bench_scale_node
 # is built (Release) in $SL_BUILD_DIR (default build/bench) unless it is
 # there.  Measures, never gates.
@@ -61,7 +63,7 @@ SL_PROG=benchmarks/bench_scale.sh
 
 case ${1:-} in
 -h | --help)
-	sed -n '4,55p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '4,57p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 esac

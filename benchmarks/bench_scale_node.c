@@ -6,13 +6,15 @@
  *   bench_scale_node URL --set-budgets B --total N [--unit U]
  *       set budgets b0..b(B-1) with max N x U, min max / 10, and exit;
  *   bench_scale_node URL --first G --count P --total N --budgets B
- *                    [--moved K] [--period MS] [--ttl MS] [--unit U]
+ *                    [--moved K] [--period MS] [--ttl MS] [--ramp MS] [--unit U]
  *       P participants, numbered G..G+P-1 of the N of the fleet: each opens
  *       its own store handle (as a node would: its own session, its
  *       node name "pI" so that the harness can tell whose record is whose)
  *       and runs it on its own sl_lease_run() thread, and joins every
  *       budget with a group of its own (SL_LEASE_DEFERRED: the run thread
- *       registers, so P x B joins do not block the start).
+ *       registers, so P x B joins do not block the start).  --ramp MS:
+ *       participant I's run thread starts I * MS / N ms after the joins,
+ *       as a fleet rolled out over MS (0, the default: all at once).
  *
  * Demand is immediate, not smoothed, so that what is measured is the
  * protocol: each participant wants a usage D of each budget, and each
@@ -103,6 +105,15 @@ static void demand_hook(sl_lease *l, struct sl_lease_demand *out, void *ctx)
 	out->refaulted = 0;
 }
 
+static uint64_t ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)(((int64_t)t.tv_sec - (int64_t)t0->tv_sec) * 1000 +
+			  ((int64_t)t.tv_nsec - (int64_t)t0->tv_nsec) / 1000000);
+}
+
 static void *run(void *arg)
 {
 	sl_lease_run(arg);
@@ -161,14 +172,15 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: bench_scale_node URL --set-budgets B --total N [--unit U]\n"
 		"       bench_scale_node URL --first G --count P --total N --budgets B\n"
-		"                        [--moved K] [--period MS] [--ttl MS] [--unit U]\n");
+		"                        [--moved K] [--period MS] [--ttl MS] [--ramp MS] [--unit U]\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
 	uint32_t first = 0, count = 0, total = 0, budgets = 0, set = 0;
-	uint32_t period = 250, ttl = 10000;
+	uint32_t period = 250, ttl = 10000, ramp = 0;
+	struct timespec t0;
 	struct sl_tree_opts to;
 	struct sl_lease_store_opts so;
 	struct sl_lease_opts lo;
@@ -202,6 +214,8 @@ int main(int argc, char **argv)
 			period = (uint32_t)v;
 		else if (!strcmp(argv[i], "--ttl"))
 			ttl = (uint32_t)v;
+		else if (!strcmp(argv[i], "--ramp"))
+			ramp = (uint32_t)v;
 		else if (!strcmp(argv[i], "--unit"))
 			unit = v;
 		else
@@ -261,8 +275,21 @@ int main(int argc, char **argv)
 			if (!rc)
 				rc = sl_lease_join(ps[p].s, bname, m->g, &lo, &m->l);
 		}
-		if (!rc)
-			rc = -pthread_create(&ps[p].t, NULL, run, ps[p].s);
+		if (rc)
+			fprintf(stderr, "bench_scale_node: participant %" PRIu32 ": %s\n", first + p,
+				strerror(-rc));
+	}
+	/* Participant G starts at G * ramp / total ms: a fleet rolled out,
+	 * not a thousand nodes started within a second. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint32_t p = 0; p < count && !rc && !stop_sig; p++) {
+		uint64_t at = (uint64_t)ramp * (first + p) / total;
+
+		while (!stop_sig && ms_since(&t0) < at) {
+			usleep(100 * 1000);
+			report(ms, n);
+		}
+		rc = -pthread_create(&ps[p].t, NULL, run, ps[p].s);
 		ps[p].started = !rc;
 		if (rc)
 			fprintf(stderr, "bench_scale_node: participant %" PRIu32 ": %s\n", first + p,

@@ -7,6 +7,8 @@ One JSON line per configuration on stdout; progress on stderr.  Options:
   --protocol coordinated|decentralized  (coordinated, the default: the URL
                      ends in ?coordinated)
   --period MS (250)  --ttl MS (10000)  --per-process P (100)
+  --ramp MS (0)      participant I starts I * MS / N after the first: a
+                     fleet rolled out over MS, not started in one second
   --moved K (1)      budgets whose demand moves (b0..bK-1)
   --measure S        steady-state interval (20; --quick 10)
   --timeout S        convergence deadline after the move (120; --quick 60)
@@ -162,8 +164,10 @@ def run_config(node, eps, gw, n, budgets, o):
         raise RuntimeError("setting the budgets failed (%d)" % r.returncode)
     row = {"bench": "fleet_scale", "store": "etcd", "protocol": o["protocol"],
            "participants": n, "budgets": budgets, "processes": -(-n // o["per"]),
-           "period_ms": o["period"], "ttl_ms": o["ttl"], "moved_budgets": moved}
-    args = ["--moved", str(moved), "--period", str(o["period"]), "--ttl", str(o["ttl"])]
+           "period_ms": o["period"], "ttl_ms": o["ttl"], "ramp_ms": o["ramp"],
+           "moved_budgets": moved}
+    args = ["--moved", str(moved), "--period", str(o["period"]), "--ttl", str(o["ttl"]),
+            "--ramp", str(o["ramp"])]
     reader = Reader(gw, prefix, budgets, moved)
     own0, msg0 = gw.requests, gw.messages_received()
     t0 = time.monotonic()
@@ -244,10 +248,10 @@ def main():
         return 2
     node = args.pop(0)
     quick = "--quick" in args
-    o = {"protocol": "coordinated", "period": 250, "ttl": 10000, "per": 100, "moved": 1,
+    o = {"protocol": "coordinated", "period": 250, "ttl": 10000, "ramp": 0, "per": 100, "moved": 1,
          "measure": 10 if quick else 20, "timeout": 60 if quick else 120,
          "join_timeout": 180 if quick else 300, "settle_timeout": 45 if quick else 60}
-    names = {"--protocol": "protocol", "--period": "period", "--ttl": "ttl",
+    names = {"--protocol": "protocol", "--period": "period", "--ttl": "ttl", "--ramp": "ramp",
              "--per-process": "per", "--moved": "moved", "--measure": "measure",
              "--timeout": "timeout", "--join-timeout": "join_timeout",
              "--settle-timeout": "settle_timeout"}
