@@ -37,12 +37,13 @@
 #                   each record's held, or its floor once the record is
 #                   gone; coordinated: what the store counts from grants
 #                   and reports, lib/lease/coord.h) exceeded its max.  Every 100 ms the moved
-#                   budgets are read, plus one other budget in rotation
-#                   (reading all of 100 budgets x 1,000 members every 100 ms
-#                   would load etcd more than the participants do); the
-#                   reads (budget_reads) start after registration, and are
-#                   serializable, from a member that is not the leader;
-#                   read_round_ms: how long a round of reads really took
+#                   budgets are read, plus one other budget in rotation,
+#                   from a mirror of the store that one watch keeps (on a
+#                   member that is not the leader; each read is one
+#                   budget at one revision); the reads (budget_reads)
+#                   start after registration; read_round_ms: how long a
+#                   round of reads really took; watch_events: the events
+#                   the mirror applied
 # Default configurations 10x1 30x1 100x1 10x10 100x10 1000x1 100x100
 # 1000x10 1000x100; --quick 10x1 100x10 1000x100 (under 20 minutes on 2
 # cores: deadlines join 180 s, joins' convergence 45 s, convergence 60 s).
@@ -63,7 +64,7 @@ SL_PROG=benchmarks/bench_scale.sh
 
 case ${1:-} in
 -h | --help)
-	sed -n '4,57p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '4,58p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 esac

@@ -25,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-from scale_store import Gateway, count_budget, maxmin, within  # noqa: E402
+from scale_store import Gateway, Mirror, count_budget, maxmin, within  # noqa: E402
 
 UNIT = 1 << 20          # an equal share: each budget's max is N x UNIT
 TICK_S = 0.1            # the store is read every 100 ms
@@ -83,12 +83,12 @@ class Nodes:
 
 
 class Reader:
-    """The harness's reads of the store: every tick, the moved budgets (for
-    convergence and over-budget) and one more budget in rotation through all
-    of them (over-budget only)."""
+    """The harness's reads of the store (a Mirror of it, kept by a watch):
+    every tick, the moved budgets (for convergence and over-budget) and one
+    more budget in rotation through all of them (over-budget only)."""
 
-    def __init__(self, gw, prefix, budgets, moved):
-        self.gw, self.prefix = gw, prefix
+    def __init__(self, mirror, budgets, moved):
+        self.mirror = mirror
         self.budgets, self.moved = budgets, moved
         self.rot = 0
         self.reads = 0
@@ -101,7 +101,7 @@ class Reader:
 
     def read(self, b):
         try:
-            kvs = self.gw.budget_kvs(self.prefix, "b%d" % b)
+            kvs = self.mirror.budget_kvs("b%d" % b)
         except OSError:
             self.errors += 1
             return None
@@ -168,7 +168,8 @@ def run_config(node, eps, gw, n, budgets, o):
            "moved_budgets": moved}
     args = ["--moved", str(moved), "--period", str(o["period"]), "--ttl", str(o["ttl"]),
             "--ramp", str(o["ramp"])]
-    reader = Reader(gw, prefix, budgets, moved)
+    mirror = Mirror(gw, prefix)
+    reader = Reader(mirror, budgets, moved)
     own0, msg0 = gw.requests, gw.messages_received()
     t0 = time.monotonic()
     nodes = Nodes(node, url, n, budgets, args, o["per"])
@@ -225,6 +226,9 @@ def run_config(node, eps, gw, n, budgets, o):
         row["read_errors"] = reader.errors
         # 100 ms, unless one round of reads takes longer (a loaded etcd).
         row["read_round_ms"] = round(1000 * max(TICK_S, reader.tick_s / max(1, reader.ticks)))
+        row["watch_events"] = mirror.events
+        if mirror.restarts:
+            row["watch_restarts"] = mirror.restarts
         if reader.strays:
             row["strays"] = reader.strays
         if reader.version_low:
@@ -233,6 +237,7 @@ def run_config(node, eps, gw, n, budgets, o):
         row["fences"] = nodes.total("fences")
     finally:
         nodes.stop()
+        mirror.close()
         try:
             gw.delete_prefix(prefix)
         except OSError:
