@@ -162,7 +162,7 @@ struct sl__coord_pace {
 /* The longest gap of a writer whose session's own view lasts @view_ns: two
  * views.  A fleet's least load is its number of writers over it: half a
  * view let a thousand writers keep a slow cluster busy (the fleet model of
- * tests/test_lease_coord.c took 407 s, not 222). */
+ * tests/test_lease_coord.c took 595 s, not 263). */
 int64_t sl__coord_pace_cap(int64_t view_ns);
 
 /* May a round write at @now?  (An uninitialised pace is set up first; a

@@ -270,7 +270,8 @@ int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t
 	char url[320];
 	char *body;
 	int rc, last = -ECONNREFUSED;
-	bool timed_out = false;
+	bool timed_out = false, first_timed_out = false;
+	size_t first = c->current;
 
 	*resp = NULL;
 	rc = get_handle(c);
@@ -323,6 +324,8 @@ int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t
 			last = err;
 			if (last == -ETIMEDOUT)
 				timed_out = true;
+			if (last == -ETIMEDOUT && attempt == 0)
+				first_timed_out = true;
 			if (last == -ENOMEM) {
 				rc = last;
 				break;
@@ -339,6 +342,11 @@ int sl__etcd_call(struct sl__etcd_conn *c, const char *path, json_t *req, json_t
 		if (rc == -ETIMEDOUT)
 			timed_out = true;
 	}
+	/* A patient call that got no answer from the member it waited on
+	 * starts at the next one the next time: a stopped member accepts
+	 * connections and never answers, and would take most of every call. */
+	if (rc && c->patient && first_timed_out && c->n_endpoints > 1)
+		c->current = (first + 1) % c->n_endpoints;
 	free(body);
 	return rc;
 }

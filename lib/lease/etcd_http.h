@@ -37,7 +37,9 @@ struct sl__etcd_conn {
 	 * member tried gets all of the time but ETCD_ATTEMPT_MIN_MS for each
 	 * other, not an even share (a queue of a second behind a join storm
 	 * is not a dead member, and a write sent again to the next is a
-	 * second entry for etcd to apply). */
+	 * second entry for etcd to apply).  A call whose first member did
+	 * not answer in that time starts at the next member the next time
+	 * (a stopped member accepts connections and never answers). */
 	bool patient;
 	void *curl;          /* a CURL easy handle, reused so connections stay open */
 	char *buf;           /* the response body being received */

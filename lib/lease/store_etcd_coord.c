@@ -523,16 +523,17 @@ static void renewed(struct sl__coord_node *c)
 	}
 }
 
-/* On the run thread: @p as after a failed round, at once. */
-static void slowed(struct sl__coord_node *c, struct sl__coord_pace *p)
+/* On the run thread: @p as after a failed round, at once.  A gap already
+ * running grows by what the gap grew; it does not start again. */
+static void slowed(struct sl__coord_node *c, struct sl__coord_pace *p, int64_t now)
 {
-	int64_t next = p->next_ns;
+	int64_t next = p->next_ns, gap = p->gap_ns;
 
 	/* Not sl__coord_pace_due(): time spent waiting on a slow answer is
 	 * not quiet time, and would shorten the gap. */
 	pace_note(c, p, 0, true);
-	if (p->next_ns < next)
-		p->next_ns = next; /* a gap already running is not cut short */
+	if (next > now)
+		p->next_ns = next + (p->gap_ns - gap);
 }
 
 /* Under s->lock: what the keeper found since.  A renewal moves our view
@@ -570,9 +571,17 @@ static void keeper_sync(struct sl__coord_node *c)
 		 * session that cannot be renewed for its ttl is lost.  Every
 		 * node hears it within a keepalive interval, sooner than its
 		 * own writes queued behind that second answer: both paces
-		 * take it as a slow round. */
-		slowed(c, &c->pace);
-		slowed(c, &c->lpace);
+		 * take it as a slow round, at most once a second (the
+		 * leader waits that long before it answers; the fleet model
+		 * of tests/test_lease_coord.c lost every session when it
+		 * was once a keepalive interval). */
+		int64_t now = sl__lease_now_ns();
+
+		if (now >= c->kslow_ns) {
+			slowed(c, &c->pace, now);
+			slowed(c, &c->lpace, now);
+			c->kslow_ns = now + 1000 * NS_PER_MS;
+		}
 	}
 	if (!view)
 		return;
@@ -981,22 +990,29 @@ static int raise_ops(struct sl__coord_node *c, const struct cwrite *w, int64_t s
 		     json_t *ops, json_t *cmp)
 {
 	char key[SL__ETCD_KEY_MAX], *v;
+	int rc;
 
+	/* Every append checked: a raise written without its compare would
+	 * count us for more than the store allows (rule 2). */
+	grants_key(c, key, w->id);
+	if (json_array_append_new(cmp, sl__coord_cmp(key, "MOD", "mod_revision", "EQUAL", w->g_rev)))
+		return -ENOMEM;
 	v = rep_json(w->held, w->usage, w->demand, session);
 	if (!v)
 		return -ENOMEM;
 	sl__etcd_key(c->st, key, w->budget, "rep", w->id);
-	json_array_append_new(ops, sl__coord_op_put(key, v, session));
+	rc = json_array_append_new(ops, sl__coord_op_put(key, v, session));
 	free(v);
+	if (rc)
+		return -ENOMEM;
 	if (w->mfloor) {
 		char mv[48];
 
 		snprintf(mv, sizeof(mv), "{\"floor\":\"%llu\"}", (unsigned long long)w->floor);
 		sl__etcd_key(c->st, key, w->budget, "member", w->id);
-		json_array_append_new(ops, sl__coord_op_put(key, mv, 0));
+		if (json_array_append_new(ops, sl__coord_op_put(key, mv, 0)))
+			return -ENOMEM;
 	}
-	grants_key(c, key, w->id);
-	json_array_append_new(cmp, sl__coord_cmp(key, "MOD", "mod_revision", "EQUAL", w->g_rev));
 	return 0;
 }
 
@@ -1018,8 +1034,11 @@ static void send_raises(struct sl__coord_node *c, struct cwrite **w, size_t n, i
 
 		rc = raise_ops(c, w[i], session, ops, cmp);
 		grants_key(c, key, w[i]->id);
-		json_array_append_new(fail, json_pack("{s:{s:o,s:b}}", "request_range", "key",
-						      sl__etcd_b64s(key), "keys_only", 1));
+		/* The failure's answers are read by index: one for each. */
+		if (!rc && json_array_append_new(fail, json_pack("{s:{s:o,s:b}}", "request_range",
+								 "key", sl__etcd_b64s(key),
+								 "keys_only", 1)))
+			rc = -ENOMEM;
 	}
 	if (rc || !fail) {
 		json_decref(ops);

@@ -115,6 +115,7 @@ struct sl__coord_node {
 	struct sl__coord_pace pace, lpace;
 	int64_t lat_ns;
 	bool lat_failed;
+	int64_t kslow_ns;        /* a failed keepalive slows the paces again from then */
 	unsigned sweep;          /* collect()'s: a lease steps once a sweep          */
 	/* The keeper: the session's keepalives, on a thread and a connection
 	 * of their own, so that no slow call of a round (a coordinator's read

@@ -775,6 +775,7 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 {
 	struct sl__cbudget *b, **pp;
 	size_t i, allow;
+	bool due;
 
 	/* Budgets we lead no more. */
 	pthread_mutex_lock(&c->tlock);
@@ -793,12 +794,12 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 	 * and a round writes at most its window.  A thousand nodes joining a
 	 * hundred budgets would otherwise send thousands of campaigns at
 	 * once, each a raft entry. */
-	if (!sl__coord_pace_due(&c->lpace, now)) {
-		if (!c->plan_wake_ns || c->lpace.next_ns < c->plan_wake_ns)
-			c->plan_wake_ns = c->lpace.next_ns;
-		return;
-	}
-	allow = c->lpace.window;
+	due = sl__coord_pace_due(&c->lpace, now);
+	if (!due && (!c->plan_wake_ns || c->lpace.next_ns < c->plan_wake_ns))
+		c->plan_wake_ns = c->lpace.next_ns;
+	/* Paced, only our own coord keys are taken back (below): a budget
+	 * we still hold the key of has no coordinator until we do. */
+	allow = due ? c->lpace.window : 0;
 	sl__coord_pace_begin(c);
 	/* Campaign for the budgets of our leases that have no coordinator,
 	 * each after a random part of a period, so that the first to win is
@@ -816,10 +817,12 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 				e->campaign_ns = e->mine ? now
 							 : now + campaign_delay(c, budgets[i], rnd_next(c));
 			go = now >= e->campaign_ns;
-			if (go && !allow) {
-				/* The window is full: at the next round. */
+			if (go && !allow && !e->mine) {
+				/* The window is full: at the next round (paced:
+				 * when the pace says, as set above). */
 				go = false;
-				c->plan_wake_ns = now;
+				if (due)
+					c->plan_wake_ns = now;
 			}
 			if (go)
 				e->campaign_ns = 0;
@@ -827,9 +830,12 @@ void sl__coord_lead(struct sl__coord_node *c, int64_t now, char (*budgets)[SL_LE
 		pthread_mutex_unlock(&c->tlock);
 		if (go) {
 			campaign(c, budgets[i], session);
-			allow--;
+			if (allow)
+				allow--;
 		}
 	}
+	if (!due)
+		return;
 	/* Each budget is planned at most once a quarter period: the changes
 	 * of a burst (members joining, reports after a move) are gathered
 	 * into one plan, not one plan and its grants each.  Their writes
