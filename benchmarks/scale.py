@@ -170,7 +170,7 @@ def run_config(node, eps, gw, n, budgets, o):
             "--ramp", str(o["ramp"])]
     mirror = Mirror(gw, prefix)
     reader = Reader(mirror, budgets, moved)
-    own0, msg0 = gw.requests, gw.messages_received()
+    own0, msg0 = gw.requests + mirror.requests, gw.messages_received()
     t0 = time.monotonic()
     nodes = Nodes(node, url, n, budgets, args, o["per"])
     try:
@@ -198,15 +198,15 @@ def run_config(node, eps, gw, n, budgets, o):
         msg1 = gw.messages_received()
         join_s = time.monotonic() - t0
         row["joins_requests_per_participant_s"] = round(
-            (msg1 - msg0 - (gw.requests - own0)) / n / join_s, 2)
+            (msg1 - msg0 - (gw.requests + mirror.requests - own0)) / n / join_s, 2)
         # The steady state, without reads of ours.
         log("%dx%d: steady state, %d s" % (n, budgets, o["measure"]))
         sent = "grpc_server_msg_sent_total"
-        own1, m0, s0 = gw.requests, gw.messages_received(), time.monotonic()
+        own1, m0, s0 = gw.requests + mirror.requests, gw.messages_received(), time.monotonic()
         t0_sent = gw.metric(sent)
         time.sleep(o["measure"])
         m1, s1 = gw.messages_received(), time.monotonic()
-        rate = (m1 - m0 - (gw.requests - own1)) / (s1 - s0)
+        rate = (m1 - m0 - (gw.requests + mirror.requests - own1)) / (s1 - s0)
         row["store_requests_per_s"] = round(rate, 1)
         row["requests_per_participant_s"] = round(rate / n, 3)
         # What etcd sends back: an answer per request, and every event on

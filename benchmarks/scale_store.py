@@ -232,14 +232,16 @@ class Mirror:
     instead of a thousand members' keys every 100 ms (at 1,000 x 100 the
     reads of two budgets every 100 ms were 60,000 keys a second of JSON on
     the two cores etcd shares with the fleet).  Its requests are counted
-    in gw.requests like the gateway's own."""
+    in self.requests (the harness's own, as gw.requests are)."""
 
     def __init__(self, gw, prefix):
-        self.gw, self.base = gw, prefix + "/budgets/"
+        # A gateway of its own: its thread does not touch the caller's.
+        self.gw, self.base = Gateway(gw.endpoints, gw.timeout), prefix + "/budgets/"
         self.lock = threading.Lock()
         self.kvs = {}       # budget name -> {key under it: raw value}
         self.rev = 0        # every event up to this revision is applied
         self.events = 0
+        self.creates = 0    # the watches' create requests
         self.restarts = 0
         self.down = True    # no watch running: reads count as errors
         self.stopping = False
@@ -284,6 +286,8 @@ class Mirror:
                 self._watch()
             except (OSError, ValueError, KeyError, http.client.HTTPException):
                 pass
+            if self.conn is not None:
+                self.conn.close()
             self.down = True
             if not self.stopping:
                 self.restarts += 1
@@ -297,7 +301,7 @@ class Mirror:
         body = {"create_request": {"key": _b64(self.base),
                                    "range_end": _b64(self.base[:-1] + "0"),
                                    "start_revision": self.rev + 1}}
-        self.gw.requests += 1
+        self.creates += 1
         self.conn.request("POST", "/v3/watch", json.dumps(body),
                           {"Content-Type": "application/json"})
         resp = self.conn.getresponse()
@@ -317,16 +321,25 @@ class Mirror:
             evs = res.get("events", [])
             if not evs:
                 continue
+            # Decoded first, applied together: an answer that does not
+            # decode changes nothing, and is had again from self.rev + 1.
+            batch, rev = [], self.rev
+            for ev in evs:
+                kv = ev["kv"]
+                raw = None if ev.get("type") == "DELETE" else \
+                    base64.b64decode(kv.get("value", ""))
+                batch.append((base64.b64decode(kv["key"]).decode(), raw))
+                rev = max(rev, int(kv.get("mod_revision", 0)))
             with self.lock:
-                for ev in evs:
-                    kv = ev["kv"]
-                    key = base64.b64decode(kv["key"]).decode()
-                    if ev.get("type") == "DELETE":
-                        self._put(key, None)
-                    else:
-                        self._put(key, base64.b64decode(kv.get("value", "")))
-                    self.rev = max(self.rev, int(kv.get("mod_revision", 0)))
+                for key, raw in batch:
+                    self._put(key, raw)
+                self.rev = rev
                 self.events += len(evs)
+
+    @property
+    def requests(self):
+        """The requests it made: reads, status calls, watch creates."""
+        return self.gw.requests + self.creates
 
     def budget_kvs(self, name):
         """One budget's keys as count_budget() takes them, at one revision;
