@@ -432,6 +432,19 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
  * failed): we lead it again under the same term.  Another's is taken as
  * held until the coord watch says it went.
  */
+/* A failed retake of our own coord key goes again a period later: it is
+ * not paced (sl__coord_lead()), and would otherwise go every round. */
+static void retake_later(struct sl__coord_node *c, const char *name)
+{
+	struct sl__celect *e;
+
+	pthread_mutex_lock(&c->tlock);
+	e = elect_of(c, name, false);
+	if (e && e->mine)
+		e->campaign_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS;
+	pthread_mutex_unlock(&c->tlock);
+}
+
 static void campaign(struct sl__coord_node *c, const char *name, int64_t session)
 {
 	char key[SL__ETCD_KEY_MAX], val[SL_LEASE_ID_MAX + 16];
@@ -452,8 +465,10 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 	rc = req ? sl__etcd_call(&c->conn, "/v3/kv/txn", req, &resp, &hdr) : -ENOMEM;
 	json_decref(req);
 	sl__coord_note_lat(c, t0, rc);
-	if (rc)
+	if (rc) {
+		retake_later(c, name);
 		return;
+	}
 	rev = hdr.revision;
 	ok = json_is_true(json_object_get(resp, "succeeded"));
 	kv = ok ? NULL : sl__etcd_txn_kv(resp, 0);
@@ -477,6 +492,7 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 				e->campaign_ns = 0;
 			}
 			pthread_mutex_unlock(&c->tlock);
+			retake_later(c, name);
 		}
 		return;
 	}
