@@ -58,7 +58,9 @@ class MirrorCheck(unittest.TestCase):
             self.put("b1/rep/p0:1", {"held": "300", "session": "7"})
             self.put("b1/grant/p0:1", {"held": "400", "floor": "10", "session": "7"})
             self.put("b10/rep/p1:1", {"held": "1", "session": "8"})
-            wait(lambda: "grant/p0:1" in m.budget_kvs("b1"), "grant")
+            # Events come in revision order: b10's report, put last,
+            # says the others are in too.
+            wait(lambda: "rep/p1:1" in m.budget_kvs("b10"), "the last put")
             b = count_budget(m.budget_kvs("b1"))
             self.assertEqual((b.counted, b.shares, b.max), (400, {"p0": 400}, 1000))
             self.assertEqual(set(m.budget_kvs("b10")), {"", "rep/p1:1"})
