@@ -237,6 +237,7 @@ class Mirror:
     def __init__(self, gw, prefix):
         # A gateway of its own: its thread does not touch the caller's.
         self.gw, self.base = Gateway(gw.endpoints, gw.timeout), prefix + "/budgets/"
+        self.range = {"key": _b64(self.base), "range_end": _b64(self.base[:-1] + "0")}
         self.lock = threading.Lock()
         self.kvs = {}       # budget name -> {key under it: raw value}
         self.rev = 0        # every event up to this revision is applied
@@ -254,9 +255,7 @@ class Mirror:
     def _reload(self):
         """The whole prefix again, at one revision (at the start, and when
         the revisions after ours were compacted)."""
-        body = {"key": _b64(self.base), "range_end": _b64(self.base[:-1] + "0"),
-                "serializable": True}
-        resp = self.gw.post("/v3/kv/range", body)
+        resp = self.gw.post("/v3/kv/range", dict(self.range, serializable=True))
         with self.lock:
             kvs, self.kvs = self.kvs, {}
             try:
@@ -298,9 +297,7 @@ class Mirror:
         ep = readers[self.restarts % len(readers)]
         host, port = ep.rsplit(":", 1)
         self.conn = http.client.HTTPConnection(host, int(port))
-        body = {"create_request": {"key": _b64(self.base),
-                                   "range_end": _b64(self.base[:-1] + "0"),
-                                   "start_revision": self.rev + 1}}
+        body = {"create_request": dict(self.range, start_revision=self.rev + 1)}
         self.creates += 1
         self.conn.request("POST", "/v3/watch", json.dumps(body),
                           {"Content-Type": "application/json"})

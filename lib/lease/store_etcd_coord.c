@@ -987,15 +987,19 @@ static void read_limits(struct sl__coord_node *c, struct round *r)
 /* Append @w's writes (its report, its member key's floor if it moves)
  * and the compare of the grant it was decided on to @ops and @cmp. */
 static int raise_ops(struct sl__coord_node *c, const struct cwrite *w, int64_t session,
-		     json_t *ops, json_t *cmp)
+		     json_t *ops, json_t *cmp, json_t *fail)
 {
 	char key[SL__ETCD_KEY_MAX], *v;
 	int rc;
 
 	/* Every append checked: a raise written without its compare would
-	 * count us for more than the store allows (rule 2). */
+	 * count us for more than the store allows (rule 2).  The failure
+	 * branch reads the same grant (send_raises() reads its answers by
+	 * index: one for each write). */
 	grants_key(c, key, w->id);
-	if (json_array_append_new(cmp, sl__coord_cmp(key, "MOD", "mod_revision", "EQUAL", w->g_rev)))
+	if (json_array_append_new(cmp, sl__coord_cmp(key, "MOD", "mod_revision", "EQUAL", w->g_rev)) ||
+	    json_array_append_new(fail, json_pack("{s:{s:o,s:b}}", "request_range", "key",
+						  sl__etcd_b64s(key), "keys_only", 1)))
 		return -ENOMEM;
 	v = rep_json(w->held, w->usage, w->demand, session);
 	if (!v)
@@ -1029,23 +1033,15 @@ static void send_raises(struct sl__coord_node *c, struct cwrite **w, size_t n, i
 	bool ok = false;
 	int rc = 0;
 
-	for (i = 0; i < n && ops && cmp && fail && !rc; i++) {
-		char key[SL__ETCD_KEY_MAX];
-
-		rc = raise_ops(c, w[i], session, ops, cmp);
-		grants_key(c, key, w[i]->id);
-		/* The failure's answers are read by index: one for each. */
-		if (!rc && json_array_append_new(fail, json_pack("{s:{s:o,s:b}}", "request_range",
-								 "key", sl__etcd_b64s(key),
-								 "keys_only", 1)))
-			rc = -ENOMEM;
-	}
-	if (rc || !fail) {
+	if (!ops || !cmp || !fail)
+		rc = -ENOMEM;
+	for (i = 0; i < n && !rc; i++)
+		rc = raise_ops(c, w[i], session, ops, cmp, fail);
+	if (rc) {
 		json_decref(ops);
 		json_decref(cmp);
 		json_decref(fail);
 	} else {
-		/* NULL arrays: txn_call() answers -ENOMEM. */
 		rc = txn_call(&c->conn, cmp, ops, fail, &ok, NULL, &resp);
 		sl__coord_note_lat(c, t0, rc);
 	}

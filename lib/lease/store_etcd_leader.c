@@ -425,6 +425,13 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
 	return 0;
 }
 
+/* When a failed retake of our own coord key goes again: a period later.
+ * It is not paced (sl__coord_lead()), and would otherwise go every round. */
+static int64_t retake_at(const struct sl__coord_node *c)
+{
+	return sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS;
+}
+
 /*
  * Campaign for @name: create its coord key under our session.  A key that
  * is there already and names us is ours still (a campaign we won whose
@@ -432,19 +439,6 @@ static int lead_start(struct sl__coord_node *c, const char *name, int64_t term)
  * failed): we lead it again under the same term.  Another's is taken as
  * held until the coord watch says it went.
  */
-/* A failed retake of our own coord key goes again a period later: it is
- * not paced (sl__coord_lead()), and would otherwise go every round. */
-static void retake_later(struct sl__coord_node *c, const char *name)
-{
-	struct sl__celect *e;
-
-	pthread_mutex_lock(&c->tlock);
-	e = elect_of(c, name, false);
-	if (e && e->mine)
-		e->campaign_ns = sl__lease_now_ns() + (int64_t)c->period_ms * NS_PER_MS;
-	pthread_mutex_unlock(&c->tlock);
-}
-
 static void campaign(struct sl__coord_node *c, const char *name, int64_t session)
 {
 	char key[SL__ETCD_KEY_MAX], val[SL_LEASE_ID_MAX + 16];
@@ -466,7 +460,11 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 	json_decref(req);
 	sl__coord_note_lat(c, t0, rc);
 	if (rc) {
-		retake_later(c, name);
+		pthread_mutex_lock(&c->tlock);
+		e = elect_of(c, name, false);
+		if (e && e->mine)
+			e->campaign_ns = retake_at(c);
+		pthread_mutex_unlock(&c->tlock);
 		return;
 	}
 	rev = hdr.revision;
@@ -489,10 +487,9 @@ static void campaign(struct sl__coord_node *c, const char *name, int64_t session
 			if (e) {
 				e->held = true;
 				e->mine = true;
-				e->campaign_ns = 0;
+				e->campaign_ns = retake_at(c);
 			}
 			pthread_mutex_unlock(&c->tlock);
-			retake_later(c, name);
 		}
 		return;
 	}
